@@ -1,0 +1,1 @@
+"""Jobs: spec -> episodes -> datasets; CLI; export; evaluation."""

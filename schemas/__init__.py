@@ -1,0 +1,12 @@
+"""Pydantic models of everything that crosses a process, disk or network boundary."""
+
+from schemas.episode import EpisodeMeta, EpisodeRecord, EpisodeSpec
+from schemas.errors import SpecError, load_yaml, validate
+from schemas.features import CameraSpec, ExtraSpec, FeatureSpec, pusht_features
+from schemas.job import JobSpec
+from schemas.manifest import RunManifest
+
+__all__ = [
+    "CameraSpec", "EpisodeMeta", "EpisodeRecord", "EpisodeSpec", "ExtraSpec", "FeatureSpec",
+    "JobSpec", "RunManifest", "SpecError", "load_yaml", "pusht_features", "validate",
+]

@@ -1,0 +1,71 @@
+"""Turn pydantic validation errors into one paragraph a user can act on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class SpecError(ValueError):
+    """A user-supplied spec, argument or file is invalid; the message says what and how to fix it."""
+
+
+def _location(loc: tuple[Any, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts) or "<root>"
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe_validation_error(error: ValidationError, model: type[BaseModel], source: str) -> str:
+    """One line per problem: field, offending value, what pydantic says, and where to look."""
+    lines = [f"{source} is not a valid {model.__name__}:"]
+    for item in error.errors():
+        where = _location(item["loc"])
+        msg = item["msg"]
+        if item["type"] == "missing":
+            lines.append(f"  - field '{where}' is required but missing; add it.")
+        elif item["type"] == "extra_forbidden":
+            lines.append(
+                f"  - field '{where}' is not a known field (value {_short(item.get('input'))}); "
+                "check its spelling or remove it."
+            )
+        else:
+            lines.append(f"  - field '{where}' = {_short(item.get('input'))}: {msg}.")
+    lines.append(f"Run `iws schema {model.__name__.removesuffix('Spec').lower()}` to see every field.")
+    return "\n".join(lines)
+
+
+def validate(model: type[M], data: Any, source: str = "input") -> M:
+    """Validate `data` as `model`, raising SpecError with a readable message."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise SpecError(describe_validation_error(error, model, source)) from None
+
+
+def load_yaml(model: type[M], path: str | Path) -> M:
+    """Read a YAML (or JSON) file and validate it as `model`."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"spec file {path} does not exist; pass the path of a YAML file.")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise SpecError(f"{path} is not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path} must hold a mapping of fields, found {type(data).__name__}.")
+    return validate(model, data, source=str(path))

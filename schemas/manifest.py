@@ -1,0 +1,23 @@
+"""The run manifest a job writes: what was made, from what, and where it lives."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.episode import EpisodeRecord
+
+
+class RunManifest(BaseModel):
+    """Summary of a generation job. Never holds credentials."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str = Field(description="Job name.")
+    spec_hash: str = Field(description="sha256 of the validated job spec (canonical JSON).")
+    model_hash: str | None = Field(default=None, description="Hash of the world-model checkpoint.")
+    episodes_requested: int = Field(ge=0, description="Episodes the spec asks for.")
+    episodes: list[EpisodeRecord] = Field(default_factory=list, description="Committed episodes, by index.")
+    started: str = Field(description="ISO-8601 UTC start time of this run.")
+    finished: str | None = Field(default=None, description="ISO-8601 UTC end time, None while running.")
+    frames: int = Field(default=0, ge=0, description="Frames generated in total.")
+    datasets: dict[str, str] = Field(default_factory=dict, description="Format -> URI of consolidated outputs.")

@@ -1,0 +1,1 @@
+"""The world model: torch only, never imports ray."""

@@ -1,0 +1,1 @@
+"""Episode data: the in-memory episode and the Zarr episode store every part reads and writes."""

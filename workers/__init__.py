@@ -1,0 +1,1 @@
+"""Ray-facing adapters: model replicas, action sources, episode writers."""
