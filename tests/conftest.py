@@ -1,0 +1,11 @@
+"""Shared fixtures live in tests/fixtures/<topic>.py, one owner each; they are loaded here."""
+
+import os
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+pytest_plugins = [
+    "tests.fixtures.gpu",
+]
