@@ -1,64 +1,101 @@
-"""Job specs: what `iws generate job.yaml` reads. Validated before any cluster starts."""
+"""Job specs: what `iws generate job.yaml` reads. Validated before any cluster starts.
+
+Relative paths inside a job file (model, init dataset/images, replay paths, output) resolve
+against the directory of the job file, so a spec means the same thing from any working directory.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+_MODULE_ATTR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
 class InitSpec(BaseModel):
-    """Where initial frames come from."""
+    """Where initial frames come from: episodes of a dataset, or image files."""
 
     model_config = ConfigDict(extra="forbid")
 
-    dataset: str | None = Field(default=None, description="Zarr or LeRobot dataset (path or s3:// URI) "
-                                "whose episodes' frames start each rollout.")
-    episodes: list[int] | None = Field(default=None, description="Episode indices to draw from; None: all.")
-    frame: int = Field(default=0, ge=0, description="Frame index within the episode to start from.")
-    images: list[str] | None = Field(default=None, description="Image files to start from instead of a dataset.")
+    dataset: str | None = Field(default=None, description="Zarr (EpisodeStore) or LeRobot v3.0 dataset "
+                                "directory whose episodes' frames start each rollout.")
+    episodes: list[int] | None = Field(default=None, description="Episode indices of `dataset` to draw "
+                                       "from; None: all episodes.")
+    frame: int = Field(default=0, ge=0, description="Frame index within each episode to start from.")
+    images: list[str] | None = Field(default=None, description="Image files (PNG/JPEG) or glob patterns "
+                                     "to start from instead of a dataset; single-camera models only.")
 
     @model_validator(mode="after")
     def _one_source(self) -> InitSpec:
         if (self.dataset is None) == (self.images is None):
             raise ValueError("give exactly one of 'dataset' or 'images'")
+        if self.images is not None and not self.images:
+            raise ValueError("'images' is empty; list at least one image file or glob")
+        if self.episodes is not None and self.images is not None:
+            raise ValueError("'episodes' selects dataset episodes; it cannot be used with 'images'")
         return self
 
 
 class ScriptedSource(BaseModel):
-    """Seeded parametric motions in action space."""
+    """Seeded parametric motions in action space, clipped to the model's action range."""
 
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["scripted"] = "scripted"
     motion: Literal["random_walk", "waypoints", "push", "sweep", "mix"] = Field(
-        default="mix", description="Motion family; 'mix' draws one per episode.")
-    weight: float = Field(default=1.0, gt=0, description="Relative share of episodes.")
-    speed: float = Field(default=0.05, gt=0, description="Typical step as a fraction of the action range.")
+        default="mix", description="Motion family; 'mix' draws one of the others per episode.")
+    weight: float = Field(default=1.0, gt=0, description="Relative share of the job's episodes.")
+    speed: float = Field(default=0.02, gt=0, le=1, description="Typical step length as a fraction of "
+                         "the action range.")
+    waypoints: int = Field(default=4, ge=1, le=64, description="Waypoints per episode ('waypoints').")
+    start: Literal["auto", "center", "random"] = Field(
+        default="auto", description="Where the motion starts: 'auto' starts at the initial state when "
+        "state and action have the same size (position control, as PushT), else at the centre.")
 
 
 class ReplaySource(BaseModel):
-    """Action streams replayed from a dataset or recorded teleoperation."""
+    """Action streams replayed from a dataset or recorded teleoperation, optionally augmented."""
 
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["replay"] = "replay"
-    path: str = Field(description="Zarr/LeRobot dataset or JSONL file of recorded action streams.")
-    episodes: list[int] | None = Field(default=None, description="Episodes to replay; None: all.")
-    weight: float = Field(default=1.0, gt=0, description="Relative share of episodes.")
-    noise_std: float = Field(default=0.0, ge=0, description="Gaussian noise, fraction of the action range.")
-    time_stretch: tuple[float, float] = Field(default=(1.0, 1.0), description="Range of time-stretch factors.")
-    offset_std: float = Field(default=0.0, ge=0, description="Constant offset noise, fraction of the range.")
+    path: str = Field(description="Zarr EpisodeStore, LeRobot v3.0 dataset directory, or JSONL file of "
+                      "recorded action streams (one episode per line: {\"action\": [[...], ...]}, or "
+                      "one step per line: {\"episode\": i, \"action\": [...]}).")
+    episodes: list[int] | None = Field(default=None, description="Streams (episode indices) to replay; "
+                                       "None: all. Episode k of the job takes stream k mod count.")
+    weight: float = Field(default=1.0, gt=0, description="Relative share of the job's episodes.")
+    noise_std: float = Field(default=0.0, ge=0, description="Per-step Gaussian noise, as a fraction of "
+                             "the action range.")
+    time_stretch: tuple[float, float] = Field(default=(1.0, 1.0), description="Range [lo, hi] of "
+                                              "time-stretch factors drawn per episode (>1 slows down).")
+    offset_std: float = Field(default=0.0, ge=0, description="Constant per-episode offset noise, as a "
+                              "fraction of the action range.")
+
+    @field_validator("time_stretch")
+    @classmethod
+    def _stretch(cls, value: tuple[float, float]) -> tuple[float, float]:
+        if not 0 < value[0] <= value[1]:
+            raise ValueError("need 0 < lo <= hi")
+        return value
 
 
 class PolicySource(BaseModel):
-    """Closed loop: a policy sees generated frames and returns actions."""
+    """Closed loop: a policy sees the generated frames (and predicted state) and returns actions."""
 
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["policy"] = "policy"
-    policy: str = Field(description="'module:function' callable or a LeRobot pretrained-policy directory.")
-    weight: float = Field(default=1.0, gt=0, description="Relative share of episodes.")
+    policy: str = Field(description="'package.module:function' called as fn(step, observation) -> (B, A) "
+                        "(a class there is instantiated once with the FeatureSpec and its .actions used), "
+                        "or a LeRobot pretrained-policy directory (config.json + model.safetensors).")
+    weight: float = Field(default=1.0, gt=0, description="Relative share of the job's episodes.")
+
+    def is_callable_ref(self) -> bool:
+        """True when `policy` names a Python callable rather than a directory."""
+        return bool(_MODULE_ATTR.match(self.policy))
 
 
 ActionSourceSpec = Annotated[ScriptedSource | ReplaySource | PolicySource, Field(discriminator="kind")]
@@ -69,7 +106,8 @@ class ResourcesSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    num_cpus: float = Field(default=0.5, gt=0, description="CPUs per replica (keep ≤0.5 on a 2-core laptop).")
+    num_cpus: float = Field(default=0.5, gt=0, description="CPUs per replica (keep <=0.5 on a 2-core "
+                            "laptop, or Ray's read/write tasks starve).")
     num_gpus: float = Field(default=0.0, ge=0, description="GPUs per replica; fractions share a GPU.")
 
 
@@ -78,9 +116,24 @@ class OutputSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str = Field(description="Output directory (local path or s3:// URI).")
-    formats: list[Literal["zarr", "lerobot"]] = Field(default_factory=lambda: ["zarr"],
-                                                      description="Datasets to produce at the end.")
+    path: str = Field(description="Output directory; holds episodes/, commits/, manifest.json and the "
+                      "consolidated datasets. Only local paths for now.")
+    formats: list[Literal["zarr", "lerobot"]] = Field(
+        default_factory=lambda: ["zarr"], min_length=1,
+        description="Datasets to produce at the end: 'zarr' -> dataset.zarr (Diffusion Policy layout), "
+        "'lerobot' -> lerobot/ (LeRobot v3.0, via pipeline.export.lerobot; implies zarr).")
+
+
+class FilterSpec(BaseModel):
+    """Score each episode after it is generated and keep, drop or just label it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scorer: str = Field(description="Built-in scorer name, or 'package.module:function' taking an "
+                        "Episode and returning (score: float, success: bool).")
+    mode: Literal["keep", "drop", "label"] = Field(
+        default="label", description="'keep': only successful episodes enter the datasets; 'drop': only "
+        "failed ones do (failure data); 'label': all do, with score and success recorded.")
 
 
 class JobSpec(BaseModel):
@@ -88,17 +141,37 @@ class JobSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Job id; names outputs and seeds.")
-    model: str = Field(default="pusht", description="Checkpoint directory, s3:// URI or bundled name ('pusht').")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Job id; names episodes "
+                      "('<name>-000042') and, with `seed`, derives every episode's seed.")
+    model: str = Field(default="pusht", description="Checkpoint directory or bundled model name ('pusht').")
     task: str = Field(default="", description="Task text stored with every episode.")
     init: InitSpec = Field(description="Source of initial frames.")
-    action_sources: dict[str, ActionSourceSpec] = Field(min_length=1,
-                                                        description="Named action sources with weights.")
+    action_sources: dict[str, ActionSourceSpec] = Field(
+        min_length=1, description="Named action sources; episodes are shared out by weight.")
     episodes: int = Field(gt=0, description="Number of episodes to generate.")
-    horizon: int = Field(gt=0, description="Steps per episode.")
-    batch_size: int = Field(default=8, gt=0, description="Episodes a replica rolls in lockstep.")
+    horizon: int = Field(gt=1, description="Steps (frames) per episode, the initial frame included.")
+    batch_size: int = Field(default=8, gt=0, description="Episodes a replica rolls in lockstep. Part of "
+                            "the job's identity: batches are fixed groups of episode indices.")
     replicas: int = Field(default=1, gt=0, description="Number of model replicas (Ray actors).")
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec, description="Resources per replica.")
     output: OutputSpec = Field(description="Output location and formats.")
-    seed: int = Field(default=0, ge=0, description="Job seed; episode seeds derive from it and the index.")
-    device: Literal["cpu", "cuda", "auto"] = Field(default="auto", description="Device of the replicas.")
+    seed: int = Field(default=0, ge=0, description="Job seed; episode seeds derive from it, the name and "
+                      "the episode index.")
+    device: Literal["cpu", "cuda", "auto"] = Field(default="auto", description="Device of the replicas; "
+                                                   "'auto' takes CUDA when the replica has a GPU.")
+    filter: FilterSpec | None = Field(default=None, description="Optional success filter run on every "
+                                      "episode before it is committed.")
+
+    @field_validator("action_sources")
+    @classmethod
+    def _source_names(cls, value: dict[str, object]) -> dict[str, object]:
+        bad = [k for k in value if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", k)]
+        if bad:
+            raise ValueError(f"action source names {bad} must use letters, digits, '_', '.', '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _resources_fit_device(self) -> JobSpec:
+        if self.device == "cuda" and self.resources.num_gpus == 0:
+            raise ValueError("device 'cuda' needs resources.num_gpus > 0 (fractions share a GPU)")
+        return self

@@ -8,4 +8,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 pytest_plugins = [
     "tests.fixtures.gpu",
+    "tests.fixtures.store",
+    "tests.fixtures.ray_cluster",
+    "tests.fixtures.model",
 ]

@@ -1,0 +1,52 @@
+"""`iws train --stage {autoencoder,dynamics,decoder-finetune} --data STORE --out DIR`.
+
+All stages share the run directory DIR; after `dynamics` (and again after `decoder-finetune`)
+DIR/model is a complete checkpoint for WorldModel.load / `iws generate`. Rerunning a command
+resumes from the stage's last checkpoint; a larger --steps continues a finished stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("train", help="train a world-model stage from an episode store",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stage", required=True, choices=["autoencoder", "dynamics", "decoder-finetune"],
+                        help="which stage to train (in this order)")
+    parser.add_argument("--data", required=True, help="Zarr episode store to train on")
+    parser.add_argument("--out", required=True, help="run directory shared by all stages")
+    parser.add_argument("--config", help="YAML/JSON TrainConfig overriding the preset's settings")
+    parser.add_argument("--preset", choices=["tiny", "small", "paper"],
+                        help="model size (first stage only; default small)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--steps", type=int, help="total optimiser steps of this stage")
+    parser.add_argument("--time-limit", type=float, metavar="MINUTES",
+                        help="checkpoint and stop after this long; rerun to resume")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+
+    import torch
+
+    from pipeline.cli import UserError
+    from sim_model.train import train_stage
+
+    if args.steps is not None and args.steps < 1:
+        raise UserError(f"--steps must be at least 1, got {args.steps}.")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    path = train_stage(args.stage, args.data, args.out, config_file=args.config, preset=args.preset,
+                       device=args.device, steps=args.steps, progress=not args.no_progress,
+                       time_limit_s=None if args.time_limit is None else args.time_limit * 60)
+    log = logging.getLogger("iws.train")
+    if path is None:
+        log.info("stopped at the time limit; rerun the same command to resume.")
+    else:
+        log.info("done: %s", path)
+    return 0

@@ -1,0 +1,85 @@
+"""Exact dataset statistics in LeRobot's stats layout, computed from the source arrays.
+
+lerobot 0.4.4 gets image statistics wrong: it squares uint8 pixels in place (overflow), so the
+image `std` comes out ~0, and its quantiles come from a 5000-bin histogram over a sample of
+frames. Here images are summarised by a per-channel 256-bin histogram, which is exact for uint8
+and merges across episodes by addition; numeric features keep their values (small) and get
+exact `np.quantile`s. Layout follows lerobot: per feature `min, max, mean, std, count` and
+`q01 q10 q50 q90 q99`; images per channel as (3, 1, 1) scaled to [0, 1], `count` = frames.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
+Stats = dict[str, np.ndarray]
+
+
+def image_histogram(frames: np.ndarray) -> np.ndarray:
+    """Per-channel pixel histogram of uint8 frames (T, H, W, 3) -> (3, 256) int64."""
+    if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[-1] != 3:
+        raise ValueError(f"expected uint8 frames (T, H, W, 3), got {frames.dtype} {frames.shape}")
+    flat = frames.reshape(-1, 3)
+    return np.stack([np.bincount(flat[:, c], minlength=256) for c in range(3)]).astype(np.int64)
+
+
+def _hist_quantile(hist: np.ndarray, q: float) -> float:
+    """np.quantile(values, q) (linear interpolation) of the values a 256-bin histogram counts."""
+    total = int(hist.sum())
+    position = q * (total - 1)
+    lower, upper = int(np.floor(position)), int(np.ceil(position))
+    cumulative = np.cumsum(hist)
+    # value of the k-th smallest sample (0-based) = first bin whose cumulative count exceeds k
+    v_lo = int(np.searchsorted(cumulative, lower, side="right"))
+    v_hi = int(np.searchsorted(cumulative, upper, side="right"))
+    return v_lo + (v_hi - v_lo) * (position - lower)
+
+
+def image_stats(hist: np.ndarray, frames: int) -> Stats:
+    """Stats of one camera from its (3, 256) histogram, scaled to [0, 1], each shaped (3, 1, 1)."""
+    values = np.arange(256, dtype=np.float64)
+    totals = hist.sum(axis=1).astype(np.float64)  # (3,) pixels per channel
+    if frames < 1 or (totals == 0).any():
+        raise ValueError("image statistics need at least one frame")
+    mean = (hist * values).sum(axis=1) / totals
+    var = (hist * (values[None, :] - mean[:, None]) ** 2).sum(axis=1) / totals
+    present = hist > 0
+    stats: Stats = {
+        "min": np.array([np.flatnonzero(p)[0] for p in present], dtype=np.float64),
+        "max": np.array([np.flatnonzero(p)[-1] for p in present], dtype=np.float64),
+        "mean": mean,
+        "std": np.sqrt(var),
+    }
+    for key, q in QUANTILES.items():
+        stats[key] = np.array([_hist_quantile(h, q) for h in hist], dtype=np.float64)
+    out = {key: (value / 255.0).reshape(3, 1, 1) for key, value in stats.items()}
+    out["count"] = np.array([frames], dtype=np.int64)
+    return out
+
+
+def array_stats(values: np.ndarray) -> Stats:
+    """Per-dimension stats of a numeric feature; values (N,) or (N, D) -> each stat (D,) or (1,)."""
+    values = np.asarray(values)
+    if len(values) == 0:
+        raise ValueError("statistics need at least one value")
+    flat = values.reshape(len(values), -1)
+    as_float = flat.astype(np.float64)
+    stats: Stats = {
+        # min/max keep the feature's dtype (lerobot stores int/bool min/max as such)
+        "min": flat.min(axis=0),
+        "max": flat.max(axis=0),
+        "mean": as_float.mean(axis=0),
+        "std": as_float.std(axis=0),
+        "count": np.array([len(values)], dtype=np.int64),
+    }
+    quantiles = np.quantile(as_float, list(QUANTILES.values()), axis=0)  # (5, D)
+    for key, row in zip(QUANTILES, quantiles, strict=True):
+        stats[key] = row
+    return stats
+
+
+def to_jsonable(stats: dict[str, Stats]) -> dict[str, dict[str, list]]:
+    """Stats as nested lists (the form of lerobot's meta/stats.json)."""
+    return {feature: {key: np.asarray(value).tolist() for key, value in feature_stats.items()}
+            for feature, feature_stats in stats.items()}

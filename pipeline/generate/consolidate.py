@@ -1,0 +1,62 @@
+"""Merge a job's committed episodes into one EpisodeStore (OUT/dataset.zarr), and export hooks.
+
+Idempotent: when dataset.zarr already holds exactly the kept episodes in index order it is left
+alone; otherwise it is rebuilt in a staging directory and swapped in, so a crash never leaves a
+half-merged dataset where readers look.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+from pipeline.generate.outputs import DATASET_DIR, LEROBOT_DIR
+from pipeline.generate.preflight import LEROBOT_EXPORTER
+from schemas import EpisodeRecord, FeatureSpec, JobSpec, SpecError
+from sim_model.data.store import EpisodeStore
+from workers import storage
+
+log = logging.getLogger(__name__)
+
+
+def _up_to_date(uri: str, records: list[EpisodeRecord]) -> bool:
+    if not storage.exists(uri):
+        return False
+    try:
+        store = EpisodeStore.open(storage.local_path(uri), "r")
+    except SpecError:
+        return False
+    return len(store) == len(records) and all(
+        store.meta(i).episode_id == r.episode_id for i, r in enumerate(records))
+
+
+def consolidate(out: str, records: list[EpisodeRecord], features: FeatureSpec) -> str:
+    """Write the episodes of `records` (in this order) to OUT/dataset.zarr; returns its URI."""
+    target = storage.join(out, DATASET_DIR)
+    if _up_to_date(target, records):
+        log.info("%s is up to date (%d episodes)", target, len(records))
+        return target
+    staged = storage.staging_dir(target)
+    try:
+        merged = EpisodeStore.create(storage.local_path(staged), features)
+        for record in records:
+            episode = EpisodeStore.open(storage.local_path(record.uri), "r").episode(0)
+            if episode.checksum() != record.checksum:
+                raise SpecError(f"episode {record.episode_id} at {record.uri} does not match the checksum "
+                                "in its commit marker (the files were changed or damaged). Delete its "
+                                "commit marker and rerun the job to regenerate it.")
+            merged.append(episode)
+    except BaseException:
+        storage.remove_tree(staged)
+        raise
+    storage.publish_dir(staged, target, replace=True)
+    log.info("consolidated %d episodes into %s", len(records), target)
+    return target
+
+
+def export_lerobot(spec: JobSpec, src_zarr: str) -> str:
+    """Hook to the LeRobot exporter (another module): OUT/lerobot from dataset.zarr."""
+    exporter = importlib.import_module(LEROBOT_EXPORTER)
+    dest = storage.join(spec.output.path, LEROBOT_DIR)
+    exporter.export_lerobot(src_zarr, dest, repo_id=f"iws/{spec.name}", task=spec.task)
+    return dest

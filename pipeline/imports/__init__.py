@@ -1,0 +1,129 @@
+"""Use a user's LeRobot v3.0 dataset or Diffusion-Policy Zarr store wherever iws expects data.
+
+Two routes, chosen per use:
+
+- **Read in place** (`open_dataset(path)`): for initial frames and replayed action streams. A
+  generation job touches one frame and the action column of each episode it draws; decoding a
+  handful of frames from video or reading a parquet column is cheap, and copying the whole
+  dataset first would cost more than the job reads. `open_dataset` returns the EpisodeStore
+  itself for iws stores and a reader with the same read API otherwise.
+- **Import once** (`iws import SRC DEST` / `import_dataset`): for world-model training. Training
+  draws random windows from every episode for many epochs; from video each draw decodes from
+  the previous keyframe (and lossy codecs differ run to run across decoders), while the
+  EpisodeStore serves any window straight from per-frame chunks. Decoding every frame once and
+  keeping it losslessly makes training fast and reproducible. Every frame and every action is
+  kept (actions bit for bit).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pipeline.imports.source import EpisodeSource, ReaderBase
+from schemas import SpecError
+
+log = logging.getLogger(__name__)
+Format = Literal["iws", "zarr-dp", "lerobot"]
+__all__ = ["EpisodeSource", "ReaderBase", "detect_format", "import_dataset", "open_dataset"]
+
+
+def detect_format(path: str | os.PathLike[str]) -> Format:
+    """Which kind of dataset lives at `path`: an iws EpisodeStore, a DP Zarr store or LeRobot."""
+    text = os.fspath(path)
+    if "://" in text and not text.startswith("file://"):
+        return "iws"  # remote locations are read through EpisodeStore's fsspec support
+    local = Path(text.removeprefix("file://")).expanduser()
+    if not local.exists():
+        raise SpecError(f"no dataset at {local}; pass an iws Zarr store, a Diffusion-Policy Zarr "
+                        "store or a LeRobot v3.0 dataset root.")
+    from pipeline.imports.lerobot import is_lerobot_root
+
+    if is_lerobot_root(local):
+        return "lerobot"
+    import zarr
+
+    from sim_model.data.store_layout import ATTR_KEY
+
+    try:
+        group = zarr.open_group(str(local), mode="r")
+    except Exception:
+        raise SpecError(f"{local} is neither a Zarr store nor a LeRobot dataset root (no "
+                        "meta/info.json); pass one of those.") from None
+    if ATTR_KEY in group.attrs:
+        return "iws"
+    if "data" in group and "meta" in group:
+        return "zarr-dp"
+    raise SpecError(f"{local} is a Zarr group without 'data' and 'meta' groups; it is not an "
+                    "iws episode store or a Diffusion-Policy replay buffer.")
+
+
+def open_dataset(path: str | os.PathLike[str], *, keys: dict[str, str] | None = None,
+                 fps: float | None = None, task: str = "") -> EpisodeSource:
+    """Open any supported dataset read-only with the EpisodeStore read API.
+
+    `keys` (iws=dp names), `fps` and `task` apply to DP Zarr stores, which record none of them;
+    fps defaults to 10. For the other formats they must be left unset.
+    """
+    kind = detect_format(path)
+    if kind != "zarr-dp" and (keys or fps is not None or task):
+        raise SpecError(f"{path} is a{'n iws' if kind == 'iws' else ' LeRobot'} dataset: it records "
+                        "its own keys, fps and task; drop --keys/--fps/--task.")
+    if kind == "iws":
+        from sim_model.data.store import EpisodeStore
+
+        return EpisodeStore.open(path, "r")
+    if kind == "lerobot":
+        from pipeline.imports.lerobot import LeRobotReader
+
+        return LeRobotReader(path)
+    from pipeline.imports.zarr_dp import DPZarrReader
+
+    return DPZarrReader(path, keys=keys, fps=10.0 if fps is None else fps, task=task)
+
+
+def import_dataset(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.PathLike[str], *,
+                   overwrite: bool = False, on_episode: Callable[[int], None] | None = None,
+                   **open_kwargs: object) -> Path:
+    """Copy every episode of `src` into a new EpisodeStore at `dest`; returns `dest`.
+
+    An interrupted import resumes: if `dest` holds a prefix of `src`'s episodes (same features,
+    same episode ids) the rest are appended. `on_episode(frames)` is called per episode.
+    """
+    from sim_model.data.store import EpisodeStore
+
+    source = src if isinstance(src, EpisodeSource) else open_dataset(src, **open_kwargs)  # type: ignore[arg-type]
+    dest_path = Path(dest)
+    store = None
+    if dest_path.exists() and not overwrite:
+        store = _resumable(dest_path, source)
+    if store is None:
+        store = EpisodeStore.create(dest_path, source.features, overwrite=overwrite)
+    for i in range(len(store), len(source)):
+        episode = source.episode(i)
+        store.append(episode)
+        if on_episode is not None:
+            on_episode(len(episode))
+    log.info("imported %d episodes (%d frames) into %s", len(store), store.n_frames, dest_path)
+    return dest_path
+
+
+def _resumable(dest: Path, source: EpisodeSource) -> object:
+    from sim_model.data.store import EpisodeStore
+
+    try:
+        store = EpisodeStore.open(dest, "a")
+    except SpecError:
+        raise SpecError(f"{dest} exists and is not an iws episode store; choose another "
+                        "destination or pass --overwrite.") from None
+    same = store.features == source.features and len(store) <= len(source) and all(
+        store.meta(i).episode_id == source.meta(i).episode_id for i in range(len(store)))
+    if not same:
+        raise SpecError(f"{dest} already holds a different dataset; pass --overwrite to replace "
+                        "it or choose another destination.")
+    if len(store):
+        log.info("resuming import into %s after %d episodes", dest, len(store))
+    return store

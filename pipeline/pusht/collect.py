@@ -1,0 +1,273 @@
+"""Collect ground-truth PushT play data (scripted primitives in gym-pusht) into an EpisodeStore.
+
+Alignment (LeRobot / Diffusion Policy convention): step t of an episode holds frame t, the
+observation *before* action t is applied; state t is the agent position and block_pose t,
+coverage t, success t describe that same observation; action t is the agent target then sent,
+which yields observation t+1 (the observation after the last action is not recorded).
+block_pose is (x, y, angle) with the angle wrapped into [0, 2 pi) like gym-pusht's state
+observation; coverage is in [0, 1]; success is coverage > 0.95.
+
+Determinism: every random choice of episode `index` derives from (seed, index): the primitive
+from SeedSequence(seed, index), and each attempt's gym reset seed and primitive choices from
+SeedSequence(seed, index, attempt). An attempt is kept only when the primitive did what it meant
+to (see `kept`), otherwise the next attempt runs. Episodes never depend on one another, so any
+number of worker processes gives byte-identical stores; the parent appends in index order.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.pusht.env import PushTSim, wrapped_pose
+from pipeline.pusht.primitives import PRIMITIVES, Play, kept, moved_steps, play
+from schemas import EpisodeMeta, SpecError, pusht_features
+from sim_model.data.episode import Episode
+from sim_model.data.store import EpisodeStore
+
+log = logging.getLogger(__name__)
+
+TASK = "Push the T-shaped block onto the green target"
+FPS = 10.0
+DEFAULT_MIX = {"push": 0.35, "rotate": 0.25, "contact": 0.1, "roam": 0.1, "chain": 0.2}
+MAX_ATTEMPTS = 25
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """'push=0.4,rotate=0.2' -> weights (unnormalised); SpecError names what is wrong."""
+    mix: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep:
+            raise SpecError(f"--mix entry '{item}' has no weight; write NAME=WEIGHT, e.g. push=0.4.")
+        if name not in PRIMITIVES:
+            raise SpecError(f"--mix names unknown primitive '{name}'; known primitives are "
+                            f"{', '.join(PRIMITIVES)}.")
+        try:
+            mix[name] = float(value)
+        except ValueError:
+            raise SpecError(f"--mix weight of '{name}' is '{value}', not a number.") from None
+    return mix
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    """What to collect; validated on construction (SpecError with the offending value)."""
+
+    episodes: int
+    steps: int = 200
+    seed: int = 0
+    resolution: int = 96
+    mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
+
+    def __post_init__(self) -> None:
+        for name, low in (("episodes", 1), ("steps", 2), ("seed", 0), ("resolution", 8)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < low:
+                raise SpecError(f"--{name} must be an integer >= {low}, got {value!r}.")
+        if self.resolution > 1024:
+            raise SpecError(f"--resolution {self.resolution} is too large; gym-pusht draws a "
+                            "512x512 canvas, so use at most 1024.")
+        unknown = sorted(set(self.mix) - set(PRIMITIVES))
+        if unknown:
+            raise SpecError(f"mix names unknown primitives {unknown}; known: {', '.join(PRIMITIVES)}.")
+        weights = np.array(list(self.mix.values()), dtype=np.float64)
+        if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:
+            raise SpecError(f"mix weights must be finite, >= 0 and not all 0, got {self.mix}.")
+
+    def mix_text(self) -> str:
+        return ",".join(f"{name}={weight:g}" for name, weight in self.mix.items())
+
+    def primitive(self, index: int) -> str:
+        """The primitive episode `index` plays, drawn from the mix."""
+        names = sorted(name for name, weight in self.mix.items() if weight > 0)
+        weights = np.array([self.mix[name] for name in names])
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, index]))
+        return names[int(rng.choice(len(names), p=weights / weights.sum()))]
+
+    def attempt_seed(self, index: int, attempt: int) -> int:
+        """gym-pusht reset seed of an attempt at episode `index` (a uint32)."""
+        return int(np.random.SeedSequence([self.seed, index, attempt]).generate_state(1)[0])
+
+
+def make_episode(sim: PushTSim, config: CollectConfig, index: int) -> Episode:
+    """Episode `index`: retry attempts until one is kept (SpecError after MAX_ATTEMPTS)."""
+    primitive = config.primitive(index)
+    for attempt in range(MAX_ATTEMPTS):
+        seed = config.attempt_seed(index, attempt)
+        record = play(sim, primitive, config.steps, seed)
+        if kept(primitive, record):
+            return _to_episode(config, index, primitive, attempt, seed, record)
+        log.debug("episode %d attempt %d (%s) rejected", index, attempt, primitive)
+    raise SpecError(f"episode {index}: {MAX_ATTEMPTS} attempts of primitive '{primitive}' in "
+                    f"{config.steps} steps all failed to do what it means; primitives need about "
+                    "30 steps to approach and push the block, so raise --steps.")
+
+
+def _to_episode(config: CollectConfig, index: int, primitive: str, attempt: int, seed: int,
+                record: Play) -> Episode:
+    decided = [o for o in record.outcomes if o is not None]
+    meta = EpisodeMeta(
+        episode_id=f"pusht-s{config.seed}-{index:06d}", length=config.steps, task=TASK,
+        source=f"pusht:{primitive}", seed=seed, fps=FPS,
+        info={"primitive": primitive, "index": index, "attempt": attempt,
+              "collect_seed": config.seed, "mix": config.mix_text(),
+              "primitives_finished": len(decided), "primitives_succeeded": int(sum(decided))},
+    )
+    coverage = np.asarray(record.coverage, dtype=np.float32)
+    return Episode(
+        frames={"top": np.stack(record.frames)},
+        action=np.stack(record.actions).astype(np.float32),
+        meta=meta,
+        state=np.stack(record.agent).astype(np.float32),
+        extras={"block_pose": np.stack([wrapped_pose(p) for p in record.poses]),
+                "coverage": coverage, "success": coverage > 0.95},
+    )
+
+
+# -- many episodes, one or more processes --------------------------------------------------
+
+_worker: tuple[PushTSim, CollectConfig] | None = None  # per worker process: its env and config
+
+
+def _init_worker(config: CollectConfig) -> None:
+    global _worker
+    import cv2
+
+    cv2.setNumThreads(1)  # one core per worker process; cv2's resize pool would oversubscribe
+    _worker = (PushTSim(config.resolution), config)
+
+
+def _worker_episode(index: int) -> Episode:
+    assert _worker is not None, "worker process was not initialised"
+    return make_episode(_worker[0], _worker[1], index)
+
+
+def generate(config: CollectConfig, indices: range, workers: int = 1) -> Iterator[Episode]:
+    """Episodes for `indices`, in order, made by `workers` processes (1: in this process)."""
+    if not indices:
+        return
+    workers = max(1, min(workers, len(indices)))
+    if workers == 1:
+        sim = PushTSim(config.resolution)
+        try:
+            for index in indices:
+                yield make_episode(sim, config, index)
+        finally:
+            sim.close()
+        return
+    # spawn, not fork: the parent may hold torch or Ray threads that a fork would copy mid-lock.
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(workers, initializer=_init_worker, initargs=(config,)) as pool:
+        # imap keeps index order; chunks of 1 balance episodes of unequal cost.
+        yield from pool.imap(_worker_episode, indices, chunksize=1)
+
+
+@dataclass
+class CollectStats:
+    """What a collection added, per primitive: episodes, attempts they took, transitions
+    t -> t+1, and transitions in which the block moved."""
+
+    counts: dict[str, np.ndarray] = field(default_factory=dict)  # name -> int64 (4,)
+
+    def add(self, episode: Episode) -> None:
+        moved = moved_steps(episode.extras["block_pose"].astype(np.float64))
+        row = np.array([1, int(episode.meta.info["attempt"] or 0) + 1, len(moved), moved.sum()])
+        name = str(episode.meta.info["primitive"])
+        self.counts[name] = self.counts.get(name, np.zeros(4, dtype=np.int64)) + row
+
+    @property
+    def episodes(self) -> int:
+        return int(sum(row[0] for row in self.counts.values()))
+
+    def moved_fraction(self, primitive: str | None = None) -> float:
+        """Share of transitions in which the block moved (of one primitive, or all)."""
+        rows = [self.counts[primitive]] if primitive else list(self.counts.values())
+        total = np.sum(rows, axis=0) if rows else np.zeros(4)
+        return float(total[3] / max(total[2], 1))
+
+    def table(self) -> str:
+        lines = ["| primitive | episodes | attempts | block moved (% of steps) |", "|---|---|---|---|"]
+        for name in [*sorted(self.counts), None]:
+            row = self.counts[name] if name else np.sum(list(self.counts.values()), axis=0)
+            lines.append(f"| {name or 'all'} | {row[0]} | {row[1]} | "
+                         f"{100 * self.moved_fraction(name):.1f} |")
+        return "\n".join(lines)
+
+
+def collect(config: CollectConfig, store: EpisodeStore, *, workers: int = 1,
+            on_episode: Callable[[Episode], None] | None = None) -> CollectStats:
+    """Append episodes len(store) .. config.episodes - 1 to `store` (from `open_output`); a
+    resumed store therefore ends up equal to an uninterrupted run. Returns what was added."""
+    stats = CollectStats()
+    if len(store):
+        log.info("resuming %s: %d of %d episodes already there", store.path, len(store),
+                 config.episodes)
+    for episode in generate(config, range(len(store), config.episodes), workers):
+        store.append(episode)
+        stats.add(episode)
+        if on_episode is not None:
+            on_episode(episode)
+    return stats
+
+
+def open_output(config: CollectConfig, out: str | os.PathLike[str], *, overwrite: bool = False,
+                resume: bool = False) -> EpisodeStore:
+    """The store to collect into: a new one, a replaced one (`overwrite`), or one an
+    interrupted collection of the same config left (`resume`). SpecError before any work
+    when `out` exists, is a file, or cannot be written."""
+    if overwrite and resume:
+        raise SpecError("--overwrite and --resume contradict each other; pass one of them.")
+    location = os.fspath(out)
+    exists = False
+    if "://" not in location:
+        exists = _check_local_output(Path(location), may_exist=overwrite or resume)
+    if resume and exists:
+        store = EpisodeStore.open(location, "a")
+        _check_resumable(store, config)
+        return store
+    return EpisodeStore.create(location, pusht_features(config.resolution), overwrite=overwrite)
+
+
+def _check_local_output(path: Path, *, may_exist: bool) -> bool:
+    """Whether `path` exists; SpecError when it may not be written."""
+    if path.exists():
+        if path.is_file():
+            raise SpecError(f"--out {path} is a file; give a directory path for the Zarr store.")
+        if not may_exist:
+            raise SpecError(f"--out {path} already exists; pass --overwrite to replace it, "
+                            "--resume to finish an interrupted collection, or another --out.")
+        return True
+    ancestor = path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise SpecError(f"cannot create --out {path}: {ancestor} is a file, not a directory.")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise SpecError(f"cannot create --out {path}: {ancestor} is not writable by this user; "
+                        "choose a --out in a directory you can write to.")
+    return False
+
+
+def _check_resumable(store: EpisodeStore, config: CollectConfig) -> None:
+    expected = pusht_features(config.resolution)
+    if store.features != expected:
+        raise SpecError(f"cannot resume {store.path}: it holds different features (another "
+                        "--resolution?); pass --overwrite to start over.")
+    if len(store) > config.episodes:
+        raise SpecError(f"cannot resume {store.path}: it already holds {len(store)} episodes, "
+                        f"more than --episodes {config.episodes}.")
+    if len(store):
+        info = store.meta(0).info
+        was = (info.get("collect_seed"), info.get("mix"), store.meta(0).length)
+        now = (config.seed, config.mix_text(), config.steps)
+        if was != now:
+            raise SpecError(f"cannot resume {store.path}: it was collected with (seed, mix, steps)="
+                            f"{was}, not {now}; rerun with those or pass --overwrite.")

@@ -1,0 +1,77 @@
+"""Wire format between the sim loop and the page, and the rate meters behind the FPS readout.
+
+Server -> page, binary WebSocket message per sim step (one encode, shared by every client):
+
+    uint32 little-endian n | n bytes UTF-8 JSON header | image bytes, back to back
+
+The header holds `seq`, `step`, `action`, `state`, `recording` and `images`:
+[{"camera", "mime", "size"}], the sizes telling where each image ends. Images are JPEG (or
+WebP), a few KB each at 96x96, against ~37 KB for base64 PNG.
+
+Page -> server, JSON text messages: {"type": "ack", "seq"} once a frame is drawn,
+{"type": "input", "keys": [KeyboardEvent.code...], "axes": [gamepad axes]},
+{"type": "record", "action": "start" | "stop" | "discard", "task"?},
+{"type": "reset", "episode": int | null, "frame": int}, {"type": "take_control"}.
+Server -> page JSON text messages: hello, role, stats, saved, error, info (see server.py).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from collections import deque
+
+import numpy as np
+from PIL import Image
+
+MIME = {"jpeg": "image/jpeg", "webp": "image/webp"}
+
+
+def encode_image(frame: np.ndarray, codec: str = "jpeg", quality: int = 90) -> bytes:
+    """(H, W, 3) uint8 -> compressed bytes."""
+    buffer = io.BytesIO()
+    Image.fromarray(frame).save(buffer, format=codec.upper(), quality=quality)
+    return buffer.getvalue()
+
+
+def pack_frame(header: dict, images: list[tuple[str, bytes]], codec: str = "jpeg") -> bytes:
+    """One binary message: length-prefixed JSON header, then the images in order."""
+    header = {**header, "images": [{"camera": name, "mime": MIME[codec], "size": len(data)}
+                                   for name, data in images]}
+    head = json.dumps(header, separators=(",", ":")).encode()
+    return b"".join([struct.pack("<I", len(head)), head, *(data for _, data in images)])
+
+
+def unpack_frame(message: bytes) -> tuple[dict, dict[str, bytes]]:
+    """Inverse of pack_frame (the page does the same in JS; tests and tools use this)."""
+    (n,) = struct.unpack_from("<I", message)
+    header = json.loads(message[4:4 + n])
+    images, offset = {}, 4 + n
+    for item in header["images"]:
+        images[item["camera"]] = message[offset:offset + item["size"]]
+        offset += item["size"]
+    return header, images
+
+
+class RateMeter:
+    """Events per second over a sliding window (e.g. sim steps, acknowledged frames)."""
+
+    def __init__(self, window_s: float = 2.0) -> None:
+        self.window_s = window_s
+        self._times: deque[float] = deque()
+
+    def add(self, now: float) -> None:
+        self._times.append(now)
+        self._trim(now)
+
+    def rate(self, now: float) -> float:
+        self._trim(now)
+        if len(self._times) < 2:
+            return 0.0
+        span = max(now - self._times[0], self._times[-1] - self._times[0])
+        return (len(self._times) - 1) / span if span > 0 else 0.0
+
+    def _trim(self, now: float) -> None:
+        while self._times and now - self._times[0] > self.window_s:
+            self._times.popleft()

@@ -1,0 +1,125 @@
+"""Latent dynamics network: per-frame U-Net with FiLM actions, causal temporal attention and a
+global spatial transformer at the bottleneck; a flow/consistency head predicts the clean next
+latent from noise.
+
+Shapes: latents (B, T, V, C, h, w); actions (B, T, A) normalised to [-1, 1]; noise levels
+(B, T) in [0, 1]. Inside the U-Net, frames and views are flattened into the batch:
+(B*T*V, C, h, w).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from sim_model.config import DynamicsConfig
+from sim_model.nn.blocks import (
+    Downsample,
+    ResBlock,
+    SpatialAttention,
+    TimeEmbedding,
+    Upsample,
+    group_norm,
+)
+from sim_model.nn.temporal import KV, TemporalAttention, TemporalPass
+
+
+class _Stage(nn.Module):
+    """ResBlocks, each followed by temporal attention."""
+
+    def __init__(self, cin: int, cout: int, cfg: DynamicsConfig) -> None:
+        super().__init__()
+        self.res = nn.ModuleList(
+            ResBlock(cin if i == 0 else cout, cout, cfg.cond_dim) for i in range(cfg.blocks))
+        self.temporal = nn.ModuleList(
+            TemporalAttention(cout, cfg.heads, cfg.context) for _ in range(cfg.blocks))
+
+    def forward(self, h: torch.Tensor, cond: torch.Tensor, tp: TemporalPass) -> torch.Tensor:
+        for res, temporal in zip(self.res, self.temporal, strict=True):
+            h = temporal(res(h, cond), tp)
+        return h
+
+
+class DynamicsNet(nn.Module):
+    def __init__(self, cfg: DynamicsConfig, action_dim: int, views: int, latent_channels: int,
+                 height: int, width: int) -> None:
+        super().__init__()
+        chans, cd = cfg.channels, cfg.cond_dim
+        self.views = views
+        self.ctx_stem = nn.Conv2d(latent_channels, chans[0], 3, padding=1)
+        self.tgt_stem = nn.Conv2d(2 * latent_channels, chans[0], 3, padding=1)
+        self.action = nn.Sequential(nn.Linear(action_dim, cd), nn.SiLU(), nn.Linear(cd, cd))
+        self.time = TimeEmbedding(cd)
+        self.view = nn.Embedding(views, cd)
+        self.role = nn.Embedding(2, cd)  # 0 = context frame, 1 = target frame
+        self.down = nn.ModuleList(_Stage(c, c, cfg) for c in chans)
+        self.downsample = nn.ModuleList(Downsample(a, b) for a, b in zip(chans[:-1], chans[1:], strict=True))
+        bottom = 2 ** (len(chans) - 1)
+        self.mid_in = ResBlock(chans[-1], chans[-1], cd)
+        self.spatial = nn.ModuleList(
+            SpatialAttention(chans[-1], cfg.heads, views, height // bottom, width // bottom)
+            for _ in range(cfg.spatial_layers))
+        self.mid_out = _Stage(chans[-1], chans[-1], cfg)
+        self.up = nn.ModuleList(_Stage(2 * c, c, cfg) for c in reversed(chans))
+        self.upsample = nn.ModuleList(Upsample(b, a) for a, b in reversed(list(zip(chans[:-1], chans[1:], strict=True))))
+        self.out = nn.Sequential(group_norm(chans[0]), nn.SiLU(), nn.Conv2d(chans[0], latent_channels, 3, padding=1))
+        nn.init.zeros_(self.out[2].weight)  # starts as "repeat the last latent"
+        nn.init.zeros_(self.out[2].bias)
+
+    def _cond(self, actions: torch.Tensor, levels: torch.Tensor, role: int) -> torch.Tensor:
+        # actions (B, T, A), levels (B, T) -> (B*T*V, cond_dim)
+        b, t, _ = actions.shape
+        emb = self.action(actions) + self.time(levels.reshape(-1)).reshape(b, t, -1)
+        emb = emb + self.role.weight[role]
+        emb = emb[:, :, None] + self.view.weight[None, None]
+        return emb.reshape(b * t * self.views, -1)
+
+    def _unet(self, h: torch.Tensor, cond: torch.Tensor, tp: TemporalPass) -> torch.Tensor:
+        skips = []
+        for i, stage in enumerate(self.down):
+            h = stage(h, cond, tp)
+            skips.append(h)
+            if i < len(self.downsample):
+                h = self.downsample[i](h)
+        h = self.mid_in(h, cond)
+        for layer in self.spatial:
+            h = layer(h)
+        h = self.mid_out(h, cond, tp)
+        for i, stage in enumerate(self.up):
+            h = stage(torch.cat([h, skips.pop()], 1), cond, tp)
+            if i < len(self.upsample):
+                h = self.upsample[i](h)
+        return h
+
+    def encode_context(self, z: torch.Tensor, actions: torch.Tensor, levels: torch.Tensor) -> list[KV]:
+        """Keys/values of context frames z (B, T, V, C, h, w) at every temporal layer."""
+        b, t, v = z.shape[:3]
+        tp = TemporalPass("context", b, t, v)
+        self._unet(self.ctx_stem(z.flatten(0, 2)), self._cond(actions, levels, 0), tp)
+        return tp.emitted
+
+    def predict(self, x_t: torch.Tensor, t: torch.Tensor, z_prev: torch.Tensor, actions: torch.Tensor,
+                context: list[KV], offsets: torch.Tensor) -> torch.Tensor:
+        """Clean next latents (B, Tq, V, C, h, w) from noisy ones x_t at noise levels t (B, Tq).
+
+        z_prev: the latent each target follows; actions: the action taken at z_prev (B, Tq, A);
+        context/offsets: see TemporalPass. The output is not yet unit-normalised.
+        """
+        b, tq, v = x_t.shape[:3]
+        tp = TemporalPass("target", b, tq, v, context=context, offsets=offsets)
+        inp = torch.cat([x_t, z_prev], dim=3).flatten(0, 2)
+        h = self._unet(self.tgt_stem(inp), self._cond(actions, t, 1), tp)
+        delta = self.out(h).reshape(z_prev.shape)
+        return z_prev + delta.to(z_prev.dtype)
+
+
+def flow_times(steps: int) -> list[float]:
+    """Noise levels visited by few-step sampling: 1, then evenly spaced down (e.g. 1, 0.5)."""
+    return [1.0 - k / steps for k in range(steps)]
+
+
+def noisy(z: torch.Tensor, noise: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Rectified-flow interpolation x_t = (1 - t) z + t noise; t broadcast from (B, T)."""
+    t = t.reshape(*t.shape, *([1] * (z.dim() - t.dim())))
+    return (1 - t) * z + t * noise
+

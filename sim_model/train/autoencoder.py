@@ -1,0 +1,69 @@
+"""Stage 1: encoder + consistency decoder (+ state head) on single frames."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sim_model.nn.world import WorldModelNet
+from sim_model.normalize import Normalizer
+from sim_model.train.common import (
+    batch_images,
+    decoder_loss,
+    fixed_noise,
+    perturb_latent,
+    psnr,
+    save_grid,
+)
+from sim_model.train.config import StageConfig
+from sim_model.train.data import DataView
+from sim_model.train.loop import Logs, StageTask
+from sim_model.train.state import TrainRNG
+
+
+def autoencoder_task(net: WorldModelNet, train: DataView, val: DataView, cfg: StageConfig,
+                     norm: Normalizer, device: torch.device, decode_steps: int, seed: int) -> StageTask:
+    data = train.data
+    params = [*net.encoder.parameters(), *net.decoder.parameters()]
+    if net.state_head is not None:
+        params += list(net.state_head.parameters())
+
+    def losses(idx: np.ndarray, rng: TrainRNG) -> tuple[torch.Tensor, Logs]:
+        x0 = batch_images(data, idx, device)
+        z = net.encode(x0)
+        rec = decoder_loss(net, x0, perturb_latent(z, cfg.latent_noise, rng), rng)
+        logs = {"rec": rec.item()}
+        loss = rec
+        if net.state_head is not None and data.states is not None:
+            target = norm.state(torch.from_numpy(data.states[idx]).to(device))
+            state_loss = torch.nn.functional.mse_loss(net.state(z), target)
+            logs["state"] = state_loss.item()
+            loss = loss + 0.1 * state_loss
+        return loss, logs
+
+    def loss(step: int, rng: TrainRNG) -> tuple[torch.Tensor, Logs]:
+        return losses(train.frame_indices(rng.numpy, cfg.batch_size), rng)
+
+    val_idx = val.frame_indices(np.random.default_rng(seed + 1), cfg.val_batches * cfg.batch_size)
+
+    def validate() -> Logs:
+        rng = TrainRNG.seeded(seed + 2)
+        totals: dict[str, float] = {}
+        for chunk in np.array_split(val_idx, cfg.val_batches):
+            _, logs = losses(chunk, rng)
+            for key, value in logs.items():
+                totals[key] = totals.get(key, 0.0) + value / cfg.val_batches
+        x0 = batch_images(data, val_idx[: cfg.batch_size], device)
+        rec = net.decode(net.encode(x0), fixed_noise(seed + 3, len(x0), device), decode_steps)
+        return {"val_loss": totals.pop("rec"), **{f"val_{k}": v for k, v in totals.items()},
+                "val_psnr": psnr(rec, x0)}
+
+    def samples(path: Path) -> None:
+        x0 = batch_images(data, val_idx[:8], device)
+        rec = net.decode(net.encode(x0), fixed_noise(seed + 3, len(x0), device), decode_steps)
+        save_grid([x0, rec], path)
+
+    return StageTask("autoencoder", params, loss, validate, samples)
+

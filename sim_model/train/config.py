@@ -1,0 +1,110 @@
+"""Training configs: one `TrainConfig` per run directory, with a `StageConfig` per stage."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sim_model.config import ModelConfig
+
+Stage = Literal["autoencoder", "dynamics", "decoder-finetune"]
+STAGES: tuple[Stage, ...] = ("autoencoder", "dynamics", "decoder-finetune")
+
+
+class StageConfig(BaseModel):
+    """Optimisation settings of one stage."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = Field(default=1000, ge=1, description="Total optimiser steps (resume continues to this).")
+    batch_size: int = Field(default=16, ge=1, description="Samples per step (frames or windows).")
+    lr: float = Field(default=3e-4, gt=0, description="Peak AdamW learning rate.")
+    weight_decay: float = Field(default=0.01, ge=0, description="AdamW weight decay.")
+    warmup: int = Field(default=100, ge=0, description="Linear warm-up steps.")
+    decay_fraction: float = Field(default=0.2, ge=0, le=1,
+                                  description="Final fraction of steps with linear decay to 10% lr.")
+    grad_clip: float = Field(default=1.0, gt=0, description="Gradient-norm clip.")
+    val_every: int = Field(default=200, ge=1, description="Steps between validation passes.")
+    val_batches: int = Field(default=4, ge=1, description="Batches per validation pass (fixed draws).")
+    sample_every: int = Field(default=1000, ge=1, description="Steps between sample PNGs.")
+    checkpoint_every: int = Field(default=500, ge=1, description="Steps between resumable checkpoints.")
+    # dynamics
+    window: int | None = Field(default=None, ge=2,
+                               description="Frames per training window; default context + 1.")
+    feedback_prob: float = Field(default=0.5, ge=0, le=1,
+                                 description="Dynamics: share of batches whose context is replaced by "
+                                 "the model's own one-step samples (fed-back training).")
+    feedback_start: float = Field(default=0.3, ge=0, le=1,
+                                  description="Dynamics: fraction of steps before fed-back batches start.")
+    # decoder fine-tune
+    latent_noise: float = Field(default=0.1, ge=0,
+                                description="Decoder: std of noise added to latents before re-projection.")
+    dynamics_latent_prob: float = Field(default=0.5, ge=0, le=1,
+                                        description="Decoder fine-tune: share of batches decoded from the "
+                                        "dynamics' own predicted latents instead of encoded ones.")
+
+
+class TrainConfig(BaseModel):
+    """Everything a run directory was trained with; stored as OUT/train_config.json."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    preset: str = Field(default="small", description="Size preset of the model.")
+    model: ModelConfig | None = Field(default=None, description="Explicit architecture; overrides the preset.")
+    seed: int = Field(default=0, ge=0, description="Seed of initialisation, data order and noise.")
+    val_fraction: float = Field(default=0.05, ge=0, lt=1, description="Share of episodes held out "
+                                "for validation (at least one episode when there are two or more).")
+    bf16: Literal["auto", "on", "off"] = Field(default="auto", description="bf16 autocast in training; "
+                                               "auto = on for CUDA and CPUs with AMX/AVX512-BF16.")
+    autoencoder: StageConfig = Field(default_factory=StageConfig)
+    dynamics: StageConfig = Field(default_factory=StageConfig)
+    decoder_finetune: StageConfig = Field(default_factory=StageConfig)
+
+    def stage(self, name: Stage) -> StageConfig:
+        return getattr(self, name.replace("-", "_"))
+
+
+_PRESET_STAGES: dict[str, dict[str, dict[str, Any]]] = {
+    "tiny": {
+        "autoencoder": {"steps": 300, "batch_size": 16, "lr": 2e-3, "warmup": 20, "val_every": 50,
+                        "sample_every": 150, "checkpoint_every": 100},
+        "dynamics": {"steps": 300, "batch_size": 8, "lr": 2e-3, "warmup": 20, "val_every": 50,
+                     "sample_every": 150, "checkpoint_every": 100},
+        "decoder_finetune": {"steps": 100, "batch_size": 16, "lr": 5e-4, "warmup": 10, "val_every": 50,
+                             "sample_every": 100, "checkpoint_every": 50},
+    },
+    "small": {
+        "autoencoder": {"steps": 3000, "batch_size": 32, "lr": 1e-3, "warmup": 100, "val_every": 250,
+                        "sample_every": 1000, "checkpoint_every": 250},
+        "dynamics": {"steps": 6000, "batch_size": 8, "lr": 5e-4, "warmup": 200, "val_every": 250,
+                     "sample_every": 1000, "checkpoint_every": 250},
+        "decoder_finetune": {"steps": 1000, "batch_size": 32, "lr": 2e-4, "warmup": 50, "val_every": 250,
+                             "sample_every": 500, "checkpoint_every": 250},
+    },
+    "paper": {
+        "autoencoder": {"steps": 100_000, "batch_size": 64, "lr": 2e-4, "warmup": 1000,
+                        "val_every": 1000, "sample_every": 5000, "checkpoint_every": 2000},
+        "dynamics": {"steps": 200_000, "batch_size": 32, "lr": 1e-4, "warmup": 1000,
+                     "val_every": 1000, "sample_every": 5000, "checkpoint_every": 2000},
+        "decoder_finetune": {"steps": 20_000, "batch_size": 64, "lr": 5e-5, "warmup": 500,
+                             "val_every": 1000, "sample_every": 5000, "checkpoint_every": 2000},
+    },
+}
+
+
+def default_train_config(preset: str) -> dict[str, Any]:
+    """The preset's stage settings as a plain dict (a config file is merged over it)."""
+    stages = _PRESET_STAGES.get(preset, _PRESET_STAGES["small"])
+    return {"preset": preset, **{name: dict(values) for name, values in stages.items()}}
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Recursive dict update: nested mappings merge, everything else replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,139 @@
+"""The optimisation loop shared by all stages: schedule, bf16 autocast, validation, samples,
+resumable checkpoints, progress bar, time limit."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from sim_model.precision import autocast
+from sim_model.train.config import StageConfig
+from sim_model.train.state import TrainerState, TrainRNG, load_state, save_state
+
+log = logging.getLogger(__name__)
+Logs = dict[str, float]
+
+
+@dataclass
+class StageTask:
+    """What one stage trains and how it scores itself."""
+
+    name: str
+    params: list[torch.nn.Parameter]
+    loss: Callable[[int, TrainRNG], tuple[torch.Tensor, Logs]]  # (step, rng) -> loss, logs
+    validate: Callable[[], Logs]  # deterministic: fixed draws every call
+    samples: Callable[[Path], None]  # write a PNG to the given path
+
+
+@dataclass
+class LoopResult:
+    trainer: TrainerState
+    finished: bool
+    val: Logs
+
+
+def hardware(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda: {torch.cuda.get_device_name(device)}"
+    return f"cpu: {platform.processor() or platform.machine()} x{torch.get_num_threads()} threads"
+
+
+def learning_rate(cfg: StageConfig, step: int) -> float:
+    """Linear warm-up, constant, then linear decay to 10% over the final `decay_fraction`."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    decay_start = cfg.steps * (1 - cfg.decay_fraction)
+    if step < decay_start or cfg.decay_fraction == 0:
+        return cfg.lr
+    return cfg.lr * (1 - 0.9 * (step - decay_start) / max(1.0, cfg.steps - decay_start))
+
+
+def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir: Path, *,
+             seed: int, device: torch.device, bf16: bool, progress: bool = True,
+             time_limit_s: float | None = None) -> LoopResult:
+    """Train `task.params` to cfg.steps, resuming from stage_dir/state if it exists."""
+    optimizer = torch.optim.AdamW(task.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    rng = TrainRNG.seeded(seed)
+    state_dir = stage_dir / "state"
+    trainer = TrainerState()
+    if (state_dir / "trainer.json").is_file():
+        trainer = load_state(state_dir, net, optimizer, rng)
+        log.info("%s: resuming at step %d from %s", task.name, trainer.step, state_dir)
+    if hardware(device) not in trainer.hardware:
+        trainer.hardware.append(hardware(device))
+    val: Logs = dict(trainer.extra.get("val", {}))
+    started, session_start_wall = time.monotonic(), trainer.wall_time_s
+    bar = tqdm(total=cfg.steps, initial=trainer.step, desc=task.name, disable=not progress,
+               dynamic_ncols=True)
+
+    def checkpoint() -> None:
+        trainer.wall_time_s = session_start_wall + time.monotonic() - started
+        trainer.extra["val"] = val
+        save_state(state_dir, net, optimizer, trainer, rng)
+
+    net.train()
+    try:
+        while trainer.step < cfg.steps:
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(cfg, trainer.step)
+            with autocast(device, bf16):
+                loss, logs = task.loss(trainer.step, rng)
+            if not math.isfinite(loss.item()):
+                raise FloatingPointError(f"{task.name}: loss became {loss.item()} at step {trainer.step}; "
+                                         "lower the learning rate (--config) and resume.")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(task.params, cfg.grad_clip)
+            optimizer.step()
+            trainer.step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.4f}", **{k: f"{v:.3g}" for k, v in val.items()
+                                                          if k == "val_loss"})
+            val = _periodic(net, task, cfg, stage_dir, trainer.step, device, bf16, val, logs, loss.item())
+            out_of_time = time_limit_s is not None and time.monotonic() - started > time_limit_s
+            if trainer.step % cfg.checkpoint_every == 0 or trainer.step == cfg.steps or out_of_time:
+                checkpoint()
+            if out_of_time:
+                log.info("%s: time limit reached at step %d; rerun to resume", task.name, trainer.step)
+                break
+    except KeyboardInterrupt:
+        checkpoint()
+        raise
+    finally:
+        bar.close()
+        net.eval()
+    trainer.wall_time_s = session_start_wall + time.monotonic() - started
+    return LoopResult(trainer, trainer.step >= cfg.steps, val)
+
+
+def _periodic(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir: Path, step: int,
+              device: torch.device, bf16: bool, val: Logs, logs: Logs, loss: float) -> Logs:
+    """Validation, metrics log and sample images when their intervals come round."""
+    is_val = step % cfg.val_every == 0 or step == cfg.steps
+    is_sample = step % cfg.sample_every == 0 or step == cfg.steps
+    if not (is_val or is_sample):
+        return val
+    net.eval()
+    try:
+        with torch.no_grad(), autocast(device, bf16):
+            if is_val:
+                val = task.validate()
+                record = {"step": step, "loss": loss, **logs, **val}
+                with open(stage_dir / "metrics.jsonl", "a") as handle:
+                    handle.write(json.dumps(record) + "\n")
+                log.debug("%s step %d: %s", task.name, step, record)
+            if is_sample:
+                (stage_dir / "samples").mkdir(exist_ok=True)
+                task.samples(stage_dir / "samples" / f"step_{step:07d}.png")
+    finally:
+        net.train()
+    return val

@@ -1,0 +1,156 @@
+"""One entry point per stage over a shared run directory.
+
+    OUT/train_config.json          resolved TrainConfig (fixed architecture for every stage)
+    OUT/<stage>/state/             resumable state (weights, AdamW, step, RNG): safetensors + JSON
+    OUT/<stage>/metrics.jsonl      training / validation losses at intervals
+    OUT/<stage>/samples/*.png      sample images
+    OUT/<stage>/model/             the stage's finished checkpoint (WorldModel.load opens it)
+    OUT/model/                     the complete world model, after dynamics and after decoder-finetune
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from schemas.errors import SpecError, load_yaml, validate
+from sim_model import checkpoint as ckpt
+from sim_model.atomic import write_text
+from sim_model.config import CheckpointConfig, Provenance, StageRecord, preset_config
+from sim_model.nn.world import WorldModelNet
+from sim_model.normalize import Normalizer, fit_normalization
+from sim_model.precision import resolve_precision
+from sim_model.train.autoencoder import autoencoder_task
+from sim_model.train.config import STAGES, Stage, TrainConfig, default_train_config, merge
+from sim_model.train.data import TrainingData
+from sim_model.train.dynamics import dynamics_task
+from sim_model.train.finetune import finetune_task
+from sim_model.train.loop import StageTask, run_loop
+
+log = logging.getLogger(__name__)
+SOURCE = {"dynamics": "autoencoder", "decoder-finetune": "dynamics"}
+
+
+def resolve_config(out: Path, config_file: str | None, preset: str | None,
+                   stage: Stage, steps: int | None) -> TrainConfig:
+    """The run's TrainConfig: stored one (if any) <- config file <- --steps. Architecture is fixed
+    by the first stage; later changes to it are refused."""
+    stored_path = out / "train_config.json"
+    override: dict[str, Any] = {}
+    if config_file is not None:
+        override = load_yaml(TrainConfig, config_file).model_dump(exclude_unset=True)
+    if stored_path.is_file():
+        stored = validate(TrainConfig, json.loads(stored_path.read_text()), str(stored_path))
+        if preset is not None and preset != stored.preset:
+            raise SpecError(f"{out} was started with preset '{stored.preset}', not '{preset}'; drop "
+                            "--preset or use a new --out directory.")
+        merged = merge(stored.model_dump(), override)
+        if merged.get("model") != stored.model_dump().get("model") or merged["preset"] != stored.preset:
+            raise SpecError(f"{config_file} changes the architecture of the run in {out}; use a new --out.")
+    else:
+        merged = merge(default_train_config(preset or override.get("preset", "small")), override)
+    if steps is not None:
+        merged = merge(merged, {stage.replace("-", "_"): {"steps": steps}})
+    cfg = validate(TrainConfig, merged, source=config_file or "training config")
+    write_text(stored_path, cfg.model_dump_json(indent=2))
+    return cfg
+
+
+def train_stage(stage: Stage, data_path: str | os.PathLike[str], out: str | os.PathLike[str], *,
+                config_file: str | None = None, preset: str | None = None, device: str = "cpu",
+                steps: int | None = None, progress: bool = True,
+                time_limit_s: float | None = None) -> Path | None:
+    """Train (or resume) one stage; returns the checkpoint it finished, None if time ran out."""
+    if stage not in STAGES:
+        raise SpecError(f"unknown stage '{stage}'; choose one of {', '.join(STAGES)}.")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise SpecError("--device cuda was asked for but torch sees no CUDA device; use --device cpu.")
+    out_dir = Path(out)
+    cfg = resolve_config(out_dir, config_file, preset, stage, steps)
+    dev = torch.device(device)
+    data = TrainingData.from_store(data_path)
+    train_view, val_view = data.split(cfg.val_fraction, cfg.seed)
+    ckpt_cfg, net = _initial_model(stage, out_dir, cfg, data, train_view.episodes)
+    net.to(dev)
+    bf16 = resolve_precision({"auto": "auto", "on": "bf16", "off": "fp32"}[cfg.bf16], dev)
+    stage_dir = out_dir / stage
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    seed = cfg.seed + 1000 * STAGES.index(stage)
+    task = _task(stage, net, train_view, val_view, cfg, ckpt_cfg, dev, bf16, seed)
+    result = run_loop(net, task, cfg.stage(stage), stage_dir, seed=seed, device=dev, bf16=bf16,
+                      progress=progress, time_limit_s=time_limit_s)
+    if not result.finished:
+        return None
+    record = StageRecord(stage=stage, steps=result.trainer.step, wall_time_s=result.trainer.wall_time_s,
+                         hardware=result.trainer.hardware, data_hash=data.data_hash(),
+                         val_loss=result.val.get("val_loss"),
+                         finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+    stages = [s for s in ckpt_cfg.provenance.stages if s.stage != stage] + [record]
+    final = ckpt_cfg.model_copy(update={"provenance": Provenance(
+        source="trained", seed=cfg.seed, data=str(data_path), stages=stages)})
+    path = ckpt.write_checkpoint(stage_dir / "model", final, net.state_dict())
+    if stage != "autoencoder":
+        ckpt.write_checkpoint(out_dir / "model", final, net.state_dict())
+        path = out_dir / "model"
+    log.info("%s finished after %d steps (%.0f s); checkpoint %s", stage, record.steps,
+             record.wall_time_s, path)
+    return path
+
+
+def _initial_model(stage: Stage, out: Path, cfg: TrainConfig, data: TrainingData,
+                   train_episodes: Any) -> tuple[CheckpointConfig, WorldModelNet]:
+    """A fresh net for the autoencoder; otherwise the previous stage's finished checkpoint."""
+    if stage == "autoencoder":
+        model_cfg = cfg.model or preset_config(cfg.preset, data.features)
+        rows = data.frames.new_zeros(len(data.actions), dtype=torch.bool)
+        starts = [0, *data.ends[:-1]]
+        for e in train_episodes:
+            rows[int(starts[e]):int(data.ends[e])] = True
+        norm = fit_normalization(data.features, data.actions[rows.numpy()],
+                                 None if data.states is None else data.states[rows.numpy()])
+        torch.manual_seed(cfg.seed)
+        return (CheckpointConfig(features=data.features, model=model_cfg, normalization=norm),
+                WorldModelNet(model_cfg, data.features))
+    source = out / SOURCE[stage] / "model"
+    if not (source / ckpt.WEIGHTS).is_file():
+        raise SpecError(f"stage '{stage}' starts from the finished '{SOURCE[stage]}' stage, but "
+                        f"{source} does not exist; run `iws train --stage {SOURCE[stage]} --out {out}` "
+                        "to the end first.")
+    ckpt_cfg = ckpt.read_config(source)
+    if ckpt_cfg.features != data.features:
+        raise SpecError(f"the data's features differ from those {source} was trained on; train "
+                        "every stage of a run on the same dataset layout.")
+    net = WorldModelNet(ckpt_cfg.model, ckpt_cfg.features)
+    tensors = ckpt.read_weights(source)
+    ckpt.check_shapes(source, net.state_dict(), tensors)
+    net.load_state_dict(tensors)
+    return ckpt_cfg, net
+
+
+def _task(stage: Stage, net: WorldModelNet, train_view: Any, val_view: Any, cfg: TrainConfig,
+          ckpt_cfg: CheckpointConfig, device: torch.device, bf16: bool, seed: int) -> StageTask:
+    stage_cfg, model = cfg.stage(stage), ckpt_cfg.model
+    norm = Normalizer(ckpt_cfg.normalization, device)
+    window = stage_cfg.window or model.dynamics.context + 1
+    if stage == "autoencoder":
+        return autoencoder_task(net, train_view, val_view, stage_cfg, norm, device,
+                                model.autoencoder.decode_steps, seed)
+    if stage == "dynamics":
+        from sim_model.world_model import WorldModel
+
+        def make_world_model() -> WorldModel:
+            return WorldModel(net, ckpt_cfg, device, "bf16" if bf16 else "fp32")
+
+        return dynamics_task(net, train_view, val_view, stage_cfg, norm, device, window=window,
+                             sample_steps=model.dynamics.sample_steps,
+                             context_noise=model.dynamics.context_noise_train, seed=seed,
+                             make_world_model=make_world_model)
+    return finetune_task(net, train_view, val_view, stage_cfg, norm, device, window=window,
+                         sample_steps=model.dynamics.sample_steps,
+                         decode_steps=model.autoencoder.decode_steps, seed=seed)

@@ -1,0 +1,96 @@
+"""Resumable training state in safetensors + JSON (never pickle): weights, AdamW moments,
+step, wall time and every RNG the trainer draws from."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from schemas.errors import SpecError
+from sim_model.atomic import replace_dir
+
+WEIGHTS, OPTIM, TRAINER = "weights.safetensors", "optimizer.safetensors", "trainer.json"
+
+
+@dataclass
+class TrainRNG:
+    """Data order (numpy) and noise (torch, CPU so runs reproduce across devices)."""
+
+    numpy: np.random.Generator
+    torch: torch.Generator
+
+    @classmethod
+    def seeded(cls, seed: int) -> TrainRNG:
+        return cls(np.random.default_rng(seed), torch.Generator().manual_seed(seed))
+
+    def randn(self, *shape: int, device: torch.device) -> torch.Tensor:
+        return torch.randn(*shape, generator=self.torch).to(device)
+
+    def rand(self, *shape: int, device: torch.device) -> torch.Tensor:
+        return torch.rand(*shape, generator=self.torch).to(device)
+
+
+@dataclass
+class TrainerState:
+    step: int = 0
+    wall_time_s: float = 0.0
+    hardware: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    state = optimizer.state_dict()
+    tensors = {f"{index}.{name}": value for index, slots in state["state"].items()
+               for name, value in slots.items() if torch.is_tensor(value)}
+    return tensors, {"param_groups": state["param_groups"]}
+
+
+def save_state(directory: str | os.PathLike[str], net: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               trainer: TrainerState, rng: TrainRNG) -> None:
+    """Atomically (directory swap) write the whole training state."""
+    opt_tensors, opt_meta = _optimizer_tensors(optimizer)
+    opt_tensors["__torch_rng__"] = rng.torch.get_state()
+    payload = {"step": trainer.step, "wall_time_s": trainer.wall_time_s, "hardware": trainer.hardware,
+               "extra": trainer.extra, "optimizer": opt_meta,
+               "numpy_rng": rng.numpy.bit_generator.state}
+
+    def write(tmp: Path) -> None:
+        save_file({k: v.detach().contiguous().cpu() for k, v in net.state_dict().items()}, tmp / WEIGHTS)
+        save_file({k: v.detach().contiguous().cpu() for k, v in opt_tensors.items()}, tmp / OPTIM)
+        (tmp / TRAINER).write_text(json.dumps(payload, indent=1))
+
+    replace_dir(directory, write)
+
+
+def load_state(directory: Path, net: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               rng: TrainRNG) -> TrainerState:
+    """Restore what save_state wrote into `net`, `optimizer` and `rng`."""
+    try:
+        payload = json.loads((directory / TRAINER).read_text())
+        weights = load_file(directory / WEIGHTS)
+        opt_tensors = load_file(directory / OPTIM)
+    except (OSError, ValueError, json.JSONDecodeError) as error:
+        raise SpecError(f"the training state in {directory} cannot be read ({error}); delete that "
+                        "folder to restart the stage from scratch.") from None
+    device = next(net.parameters()).device
+    net.load_state_dict({k: v.to(device) for k, v in weights.items()})
+    rng.torch.set_state(opt_tensors.pop("__torch_rng__"))
+    rng.numpy.bit_generator.state = payload["numpy_rng"]
+    slots: dict[int, dict[str, torch.Tensor]] = {}
+    for key, value in opt_tensors.items():
+        index, name = key.split(".", 1)
+        slots.setdefault(int(index), {})[name] = value if name == "step" else value.to(device)
+    groups = payload["optimizer"]["param_groups"]
+    for group in groups:
+        if "betas" in group:
+            group["betas"] = tuple(group["betas"])
+    optimizer.load_state_dict({"state": slots, "param_groups": groups})
+    return TrainerState(step=payload["step"], wall_time_s=payload["wall_time_s"],
+                        hardware=payload["hardware"], extra=payload.get("extra", {}))

@@ -1,0 +1,212 @@
+"""The inference API: load a checkpoint, reset from initial frames, step with actions, roll out.
+
+    wm = WorldModel.load("runs/pusht/model")          # or WorldModel.random(features)
+    wm.reset(frames, seeds=[0, 1])                    # frames uint8 (B, V, H, W, 3) or (B, H, W, 3)
+    res = wm.step(actions)                            # actions (B, A) raw units -> res.frames uint8
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from schemas import FeatureSpec
+from schemas.errors import SpecError
+from sim_model import checkpoint as ckpt
+from sim_model.config import CheckpointConfig, ModelConfig, Precision, Provenance, preset_config
+from sim_model.context import ContextWindow
+from sim_model.inputs import FrameLayout, as_actions, parse_frames
+from sim_model.nn.dynamics import flow_times, noisy
+from sim_model.nn.world import WorldModelNet, to_images, to_uint8
+from sim_model.noise import RowNoise
+from sim_model.normalize import Normalizer, fit_normalization
+from sim_model.precision import autocast, resolve_precision
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StepResult:
+    frames: np.ndarray  # uint8, shaped like one frame of the reset input: (B, V, H, W, 3) or (B, H, W, 3)
+    state: np.ndarray | None  # (B, S) float32 in raw units, or None without a state head
+
+
+@dataclass
+class RolloutResult:
+    frames: np.ndarray  # uint8 (B, T, V, H, W, 3); the V axis is kept even for one camera
+    state: np.ndarray | None  # (B, T, S) float32, or None
+
+
+class WorldModel:
+    """An action-conditioned world model; holds the rollout state of one batch of episodes."""
+
+    def __init__(self, net: WorldModelNet, config: CheckpointConfig, device: str | torch.device = "cpu",
+                 precision: Precision | None = None) -> None:
+        self.device = torch.device(device)
+        self.net = net.to(self.device).eval()
+        self.config = config
+        self.bf16 = resolve_precision(precision or config.model.precision, self.device)
+        self.norm = Normalizer(config.normalization, self.device)
+        self._window = ContextWindow(config.model.dynamics.context)
+        self._z: torch.Tensor | None = None  # newest latent (B, V, C, h, w)
+        self._layout: FrameLayout | None = None
+        self._noise: RowNoise | None = None
+        self._hash: str | None = None
+
+    # ---- construction and persistence -------------------------------------------------------
+    @classmethod
+    def random(cls, features: FeatureSpec, preset: str = "tiny", seed: int = 0, device: str = "cpu",
+               *, config: ModelConfig | None = None, precision: Precision | None = None) -> WorldModel:
+        """A randomly initialised model (tests, benchmarks); `config` overrides the preset."""
+        model_cfg = config or preset_config(preset, features)
+        torch.manual_seed(seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            net = WorldModelNet(model_cfg, features)
+        cfg = CheckpointConfig(features=features, model=model_cfg,
+                               normalization=fit_normalization(features),
+                               provenance=Provenance(source="random", seed=seed))
+        return cls(net, cfg, device, precision)
+
+    @classmethod
+    def load(cls, path_or_name: str | os.PathLike[str], device: str = "cpu",
+             precision: Precision | None = None) -> WorldModel:
+        """Open a checkpoint directory (model.safetensors + config.json) or a bundled name ('pusht')."""
+        directory = ckpt.resolve(path_or_name)
+        config = ckpt.read_config(directory)
+        tensors = ckpt.read_weights(directory)
+        try:
+            net = WorldModelNet(config.model, config.features)
+        except (ValueError, RuntimeError) as error:
+            raise SpecError(f"{directory / ckpt.CONFIG} describes a model that cannot be built: {error}") from None
+        ckpt.check_shapes(directory, net.state_dict(), tensors)
+        net.load_state_dict(tensors)
+        log.info("loaded world model %s (%s preset) from %s", config.model.preset, device, directory)
+        return cls(net, config, device, precision)
+
+    def save(self, directory: str | os.PathLike[str]) -> Path:
+        """Write model.safetensors + config.json atomically (replaces `directory`)."""
+        return ckpt.write_checkpoint(directory, self.config, self.net.state_dict())
+
+    # ---- facts -------------------------------------------------------------------------------
+    @property
+    def features(self) -> FeatureSpec:
+        return self.config.features
+
+    @property
+    def has_state(self) -> bool:
+        return self.net.state_head is not None
+
+    @property
+    def checkpoint_hash(self) -> str:
+        """sha256 (16 hex) of architecture, features, normalisation and every weight."""
+        if self._hash is None:
+            digest = hashlib.sha256()
+            digest.update(self.config.model_dump_json(include={"features", "model", "normalization"}).encode())
+            for name, tensor in sorted(self.net.state_dict().items()):
+                digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}".encode())
+                digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+            self._hash = digest.hexdigest()[:16]
+        return self._hash
+
+    # ---- inference ---------------------------------------------------------------------------
+    @torch.inference_mode()
+    def encode(self, frames: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """uint8 (..., V, H, W, 3) -> unit-norm latents (..., V, C, H/4, W/4) float32."""
+        with autocast(self.device, self.bf16):
+            return self.net.encode(to_images(torch.as_tensor(frames, device=self.device)))
+
+    @torch.inference_mode()
+    def decode(self, latents: torch.Tensor, seeds: Sequence[int] | None = None) -> np.ndarray:
+        """Latents (B, V, C, h, w) -> uint8 frames (B, V, H, W, 3)."""
+        noise = RowNoise(latents.shape[0], seeds, self.device)
+        with autocast(self.device, self.bf16):
+            images = self.net.decode(latents.to(self.device), noise, self.config.model.autoencoder.decode_steps)
+        return to_uint8(images).cpu().numpy()
+
+    @torch.inference_mode()
+    def reset(self, frames: np.ndarray | torch.Tensor, *, actions: np.ndarray | None = None,
+              state: np.ndarray | None = None, seeds: Sequence[int] | None = None) -> None:
+        """Start a batch of rollouts.
+
+        frames: uint8 (B, V, H, W, 3), or (B, H, W, 3) for a one-camera model. With `actions`
+        (B, T0-1, A) the frames carry a history (B, T0, [V,] H, W, 3) that fills the context window.
+        state: (B, S) initial proprioceptive state; checked and kept as `self.state`, not fed to the
+        dynamics (the state head reads it off the latent). seeds: one int per row.
+        """
+        images, history, self._layout = parse_frames(frames, actions, self.features)
+        b, t0 = images.shape[:2]
+        if seeds is not None and len(seeds) != b:
+            raise SpecError(f"got {len(seeds)} seeds for a batch of {b}; pass one seed per row.")
+        if state is not None and np.shape(state) != (b, self.features.state_dim):
+            raise SpecError(f"state has shape {np.shape(state)}; expected ({b}, {self.features.state_dim}).")
+        self.state = None if state is None else np.asarray(state, dtype=np.float32)
+        self._noise = RowNoise(b, seeds, self.device)
+        self._window.clear()
+        with autocast(self.device, self.bf16):
+            z = self.net.encode(to_images(images.to(self.device)))  # (B, T0, V, C, h, w)
+            for i in range(t0 - 1):
+                self._push_context(z[:, i], self.norm.action(history[:, i].to(self.device)))
+        self._z = z[:, -1]
+
+    def _push_context(self, z: torch.Tensor, action: torch.Tensor) -> None:
+        level = torch.full((z.shape[0], 1), self.config.model.dynamics.context_noise_infer, device=self.device)
+        self._window.push(self.net.dynamics.encode_context(z[:, None], action[:, None], level))
+
+    @torch.inference_mode()
+    def step(self, actions: np.ndarray | torch.Tensor) -> StepResult:
+        """Advance every row by one action (B, A) in raw units; returns the predicted frames."""
+        if self._z is None or self._noise is None or self._layout is None:
+            raise RuntimeError("call reset(frames) before step(actions)")
+        b = self._z.shape[0]
+        a = self.norm.action(as_actions(actions, b, self.features.action_dim, self.device))
+        with autocast(self.device, self.bf16):
+            self._z = self._predict(self._z, a, self._noise)
+            images = self.net.decode(self._z, self._noise, self.config.model.autoencoder.decode_steps)
+            state = self.net.state(self._z)
+        frames = self._layout.restore(to_uint8(images)).cpu().numpy()
+        raw_state = None if state is None else self.norm.state_raw(state).cpu().numpy()
+        if raw_state is not None:
+            self.state = raw_state
+        return StepResult(frames=frames, state=raw_state)
+
+    def _predict(self, z: torch.Tensor, a: torch.Tensor, noise: RowNoise) -> torch.Tensor:
+        """One dynamics step from latent z (B, V, C, h, w) under normalised action a (B, A)."""
+        self._push_context(z, a)
+        b = z.shape[0]
+        context, offsets = self._window.context(), self._window.offsets()
+        z_hat = None
+        for t in flow_times(self.config.model.dynamics.sample_steps):
+            level = torch.full((b, 1), t, device=self.device)
+            eps = noise(*z.shape[1:])[:, None]
+            x_t = eps if z_hat is None else noisy(z_hat, eps, level)
+            pred = self.net.dynamics.predict(x_t, level, z[:, None], a[:, None], context, offsets)
+            z_hat = torch.nn.functional.normalize(pred.float(), dim=-3)
+        assert z_hat is not None
+        return z_hat[:, 0]
+
+    @torch.inference_mode()
+    def rollout(self, frames: np.ndarray | torch.Tensor, actions: np.ndarray | torch.Tensor, *,
+                seeds: Sequence[int] | None = None) -> RolloutResult:
+        """reset(frames) then step through actions (B, T, A): frames (B, T, V, H, W, 3) uint8."""
+        actions = torch.as_tensor(actions, dtype=torch.float32)
+        if actions.dim() != 3:
+            raise SpecError(f"rollout actions must be (B, T, A); got shape {tuple(actions.shape)}.")
+        self.reset(frames, seeds=seeds)
+        b, t = actions.shape[:2]
+        height, width = self.features.cameras[0].height, self.features.cameras[0].width
+        out = np.empty((b, t, len(self.features.cameras), height, width, 3), dtype=np.uint8)
+        states = np.empty((b, t, self.features.state_dim), dtype=np.float32) if self.has_state else None
+        for i in range(t):
+            res = self.step(actions[:, i])
+            out[:, i] = res.frames.reshape(out[:, i].shape)
+            if states is not None and res.state is not None:
+                states[:, i] = res.state
+        return RolloutResult(frames=out, state=states)

@@ -1,0 +1,128 @@
+"""Keyboard/gamepad -> action mapping: defaults, files, clipping, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.teleop.mapping import (
+    ActionMapper,
+    InputState,
+    default_mapping,
+    key_codes,
+    load_mapping,
+    resolve_mapping,
+)
+from schemas import FeatureSpec, SpecError, pusht_features
+
+DT = 0.1  # one control step at 10 Hz
+
+
+@pytest.fixture
+def pusht() -> FeatureSpec:
+    return pusht_features(resolution=96)
+
+
+def held(*keys: str, axes: tuple[float, ...] = ()) -> InputState:
+    return InputState(frozenset(keys), axes)
+
+
+def test_key_codes_normalise_names_to_browser_codes() -> None:
+    assert key_codes("d") == ["KeyD"]
+    assert key_codes("D") == ["KeyD"]
+    assert key_codes("7") == ["Digit7"]
+    assert key_codes("Shift") == ["ShiftLeft", "ShiftRight"]
+    assert key_codes("ArrowUp") == ["ArrowUp"]
+
+
+def test_default_pusht_mapping_moves_target_in_image_coordinates(pusht: FeatureSpec) -> None:
+    mapper = resolve_mapping(pusht)
+    start = np.array([256.0, 256.0], np.float32)
+    step = 0.4 * 512 * DT  # default speed: 40% of the range per second
+    np.testing.assert_allclose(mapper.advance(start, held("ArrowRight"), DT), [256 + step, 256])
+    np.testing.assert_allclose(mapper.advance(start, held("KeyA"), DT), [256 - step, 256])
+    np.testing.assert_allclose(mapper.advance(start, held("ArrowDown"), DT), [256, 256 + step])
+    np.testing.assert_allclose(mapper.advance(start, held("KeyW"), DT), [256, 256 - step])
+    # Opposite keys cancel; fine control scales; nothing held keeps the target still.
+    np.testing.assert_allclose(mapper.advance(start, held("ArrowRight", "ArrowLeft"), DT), start)
+    np.testing.assert_allclose(mapper.advance(start, held("ArrowRight", "ShiftLeft"), DT),
+                               [256 + step * 0.25, 256])
+    np.testing.assert_allclose(mapper.advance(start, held(), DT), start)
+    assert mapper.legend()["cursor"] == {"camera": "top", "x": 0, "y": 1}
+
+
+def test_target_is_clipped_to_action_bounds(pusht: FeatureSpec) -> None:
+    mapper = resolve_mapping(pusht)
+    action = np.array([500.0, 5.0], np.float32)
+    for _ in range(5):
+        action = mapper.advance(action, held("ArrowRight", "ArrowUp"), DT)
+    np.testing.assert_allclose(action, [512.0, 0.0])
+
+
+def test_gamepad_stick_has_deadzone_and_full_scale(pusht: FeatureSpec) -> None:
+    mapper = resolve_mapping(pusht)
+    speed = 0.4 * 512
+    assert mapper.velocity(held(axes=(0.1, -0.1))).tolist() == [0.0, 0.0]
+    np.testing.assert_allclose(mapper.velocity(held(axes=(1.0, -1.0))), [speed, -speed])
+    half = (0.575 - 0.15) / 0.85  # halfway through the live range
+    np.testing.assert_allclose(mapper.velocity(held(axes=(0.575, 0.0))), [speed * half, 0], rtol=1e-5)
+    # Stick and keys add, but never beyond full speed.
+    np.testing.assert_allclose(mapper.velocity(held("ArrowRight", axes=(1.0, 0.0))), [speed, 0])
+
+
+def test_mapping_file_with_names_and_speeds(tmp_path, pusht: FeatureSpec) -> None:
+    path = tmp_path / "map.yaml"
+    path.write_text("axes:\n"
+                    "  - {dim: y, plus: [i], minus: [k], gamepad_axis: 3, invert: true, speed: 100}\n"
+                    "  - {dim: x, plus: [l], minus: [j]}\n"
+                    "speed: 0.5\n"
+                    "cursor: {x: x, y: y}\n")
+    mapper = resolve_mapping(pusht, path)
+    np.testing.assert_allclose(mapper.velocity(held("KeyI")), [0, 100])
+    np.testing.assert_allclose(mapper.velocity(held("KeyL")), [256, 0])
+    np.testing.assert_allclose(mapper.velocity(held(axes=(0, 0, 0, 1.0))), [0, -100])  # inverted
+    assert mapper.velocity(held("ArrowRight")).tolist() == [0, 0]  # arrows not mapped here
+
+
+def test_mapping_beside_checkpoint_is_used(tmp_path, pusht: FeatureSpec) -> None:
+    (tmp_path / "teleop.yaml").write_text("axes: [{dim: 0, plus: [e], minus: [q], speed: 10}]\n")
+    mapper = resolve_mapping(pusht, checkpoint=tmp_path)
+    np.testing.assert_allclose(mapper.velocity(held("KeyE")), [10, 0])
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("axes: [{dim: 0, plus: [d], keyz: [a]}]\n", "keyz"),
+    ("axes: []\n", "axes"),
+    ("speed: -1\naxes: [{dim: 0}]\n", "speed"),
+    ("- just a list\n", "mapping of fields"),
+])
+def test_bad_mapping_file_names_the_field(tmp_path, text: str, needle: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=needle) as info:
+        load_mapping(path)
+    assert "iws schema" not in str(info.value)
+
+
+@pytest.mark.parametrize(("axes", "needle"), [
+    ("[{dim: z}]", "'z' is not an action name"),
+    ("[{dim: 5}]", "out of range"),
+    ("[{dim: 0}, {dim: x}]", "more than once"),
+])
+def test_mapping_that_does_not_fit_the_model(tmp_path, pusht: FeatureSpec, axes: str, needle: str) -> None:
+    path = tmp_path / "map.yaml"
+    path.write_text(f"axes: {axes}\n")
+    with pytest.raises(SpecError, match=needle):
+        resolve_mapping(pusht, path)
+
+
+def test_unbounded_action_needs_explicit_speed() -> None:
+    features = FeatureSpec(cameras=pusht_features(32).cameras, action_dim=3)
+    with pytest.raises(SpecError, match="explicit 'speed'"):
+        resolve_mapping(features)
+    mapping = default_mapping(features).model_copy(deep=True)
+    for axis in mapping.axes:
+        axis.speed = 0.5
+    mapper = ActionMapper(mapping, features)
+    np.testing.assert_allclose(mapper.advance(np.zeros(3), held("KeyL"), 1.0), [0, 0, 0.5])
+    assert mapper.legend()["cursor"] is None

@@ -1,0 +1,116 @@
+"""Recorded action streams: from a Zarr EpisodeStore, a LeRobot v3.0 dataset, or JSONL files."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from schemas import SpecError
+
+
+def dataset_kind(path: str | Path) -> str:
+    """'zarr', 'lerobot' or 'jsonl' by what is on disk; SpecError when it is none of them."""
+    p = Path(path)
+    if p.is_file() and p.suffix in (".jsonl", ".json"):
+        return "jsonl"
+    if p.is_dir() and ((p / "zarr.json").exists() or (p / ".zgroup").exists()):
+        return "zarr"
+    if p.is_dir() and (p / "meta" / "info.json").exists():
+        return "lerobot"
+    if not p.exists():
+        raise SpecError(f"{p} does not exist; give the path of a Zarr episode store, a LeRobot "
+                        "dataset directory or a JSONL file.")
+    raise SpecError(f"{p} is neither a Zarr episode store (no zarr.json/.zgroup), a LeRobot dataset "
+                    "(no meta/info.json) nor a .jsonl file.")
+
+
+def _read_jsonl(path: Path) -> list[np.ndarray]:
+    episodes: list[np.ndarray] = []
+    steps: dict[int, list[list[float]]] = defaultdict(list)
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            action = np.asarray(row["action"], dtype=np.float32)
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+            raise SpecError(f"{path}:{number}: expected a JSON object with an 'action' list ({error}).") from None
+        if action.ndim == 2:  # one episode per line
+            episodes.append(action)
+        elif action.ndim == 1 and "episode" in row:  # one step per line
+            steps[int(row["episode"])].append(action.tolist())
+        else:
+            raise SpecError(f"{path}:{number}: 'action' must be a list of steps, or one step with an "
+                            "'episode' index beside it.")
+    if episodes and steps:
+        raise SpecError(f"{path} mixes per-episode and per-step lines; use one form.")
+    if steps:
+        episodes = [np.asarray(steps[k], np.float32) for k in sorted(steps)]
+    if not episodes:
+        raise SpecError(f"{path} holds no action streams.")
+    return episodes
+
+
+def _read_lerobot(path: Path) -> list[np.ndarray]:
+    import pyarrow.parquet as pq
+
+    files = sorted((path / "data").glob("chunk-*/*.parquet"))
+    if not files:
+        raise SpecError(f"{path} has no data/chunk-*/*.parquet files; is it a finalized LeRobot v3.0 dataset?")
+    table = pq.read_table(files[0].parent.parent, columns=["episode_index", "frame_index", "action"]) \
+        if len(files) > 1 else pq.read_table(files[0], columns=["episode_index", "frame_index", "action"])
+    data = table.to_pydict()
+    order = np.lexsort((np.asarray(data["frame_index"]), np.asarray(data["episode_index"])))
+    ep = np.asarray(data["episode_index"])[order]
+    actions = np.asarray(data["action"], dtype=np.float32)[order]
+    return [actions[ep == e] for e in np.unique(ep)]
+
+
+class ActionStreams:
+    """Lazily loaded action streams (each (T, A) float32) of one recording, selected by index."""
+
+    def __init__(self, path: str, episodes: list[int] | None = None) -> None:
+        self.path = path
+        self.kind = dataset_kind(path)
+        self._store = None
+        self._all: list[np.ndarray] | None = None
+        total = self._total()
+        self.indices = list(range(total)) if episodes is None else list(episodes)
+        bad = [i for i in self.indices if not 0 <= i < total]
+        if bad:
+            raise SpecError(f"replay episodes {bad} are out of range: {path} holds {total} episodes.")
+        if not self.indices:
+            raise SpecError(f"replay source {path} selects no episodes.")
+        self._cache: dict[int, np.ndarray] = {}
+
+    def _total(self) -> int:
+        if self.kind == "zarr":
+            from sim_model.data.store import EpisodeStore
+
+            self._store = EpisodeStore.open(self.path, "r")
+            return len(self._store)
+        self._all = _read_jsonl(Path(self.path)) if self.kind == "jsonl" else _read_lerobot(Path(self.path))
+        return len(self._all)
+
+    @property
+    def action_dim(self) -> int:
+        return int(self.stream(0).shape[-1])
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def stream(self, k: int) -> np.ndarray:
+        """The k-th selected stream (k wraps around), (T, A) float32."""
+        index = self.indices[k % len(self.indices)]
+        if index not in self._cache:
+            if self._store is not None:
+                start, stop = self._store.episode_range(index)
+                self._cache[index] = np.asarray(
+                    self._store.window(index, 0, stop - start, keys=["action"])["action"], np.float32)
+            else:
+                assert self._all is not None
+                self._cache[index] = self._all[index]
+        return self._cache[index]

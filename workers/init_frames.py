@@ -1,0 +1,183 @@
+"""Initial frames of generated episodes: references, checks against the model, and loading.
+
+A reference is a string: '<dataset>#<episode>:<frame>' for a Zarr episode store or a LeRobot
+dataset, or the path of an image file. Replicas load frames by reference themselves, so frames
+never travel through the driver.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from schemas import FeatureSpec, SpecError
+from schemas.job import InitSpec
+from workers.actions.streams import dataset_kind
+
+log = logging.getLogger(__name__)
+
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
+
+
+def parse_ref(ref: str) -> tuple[str, int, int] | None:
+    """(dataset, episode, frame) for a dataset reference, None for an image path."""
+    if "#" not in ref:
+        return None
+    path, _, where = ref.rpartition("#")
+    episode, _, frame = where.partition(":")
+    return path, int(episode), int(frame)
+
+
+@lru_cache(maxsize=8)
+def _zarr_store(path: str) -> Any:
+    from sim_model.data.store import EpisodeStore
+
+    return EpisodeStore.open(path, "r")
+
+
+@lru_cache(maxsize=4)
+def _lerobot(path: str) -> Any:
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    # pyav decodes without the system FFmpeg libraries torchcodec needs.
+    return LeRobotDataset(repo_id=f"local/{Path(path).name}", root=path, video_backend="pyav")
+
+
+def lerobot_features(path: str) -> dict[str, Any]:
+    info = json.loads((Path(path) / "meta" / "info.json").read_text())
+    return {"features": info["features"], "lengths": None, "total_episodes": info["total_episodes"]}
+
+
+def _dataset_summary(path: str) -> tuple[dict[str, tuple[int, ...]], list[int]]:
+    """Per-key per-step shapes (cameras as (H, W, 3), 'action', 'state') and episode lengths."""
+    kind = dataset_kind(path)
+    if kind == "zarr":
+        store = _zarr_store(path)
+        f = store.features
+        shapes = {c.name: (c.height, c.width, 3) for c in f.cameras}
+        shapes["action"] = (f.action_dim,)
+        if f.state_dim:
+            shapes["state"] = (f.state_dim,)
+        return shapes, np.diff(store.episode_ends, prepend=0).tolist()
+    if kind == "lerobot":
+        ds = _lerobot(path)
+        shapes = {}
+        for key, feat in ds.meta.features.items():
+            if key.startswith("observation.images."):
+                shapes[key.removeprefix("observation.images.")] = tuple(feat["shape"])
+            elif key in ("action", "observation.state"):
+                shapes["state" if key == "observation.state" else "action"] = tuple(feat["shape"])
+        return shapes, [int(n) for n in ds.meta.episodes["length"]]
+    raise SpecError(f"init.dataset {path} is a JSONL file; initial frames need a Zarr or LeRobot dataset.")
+
+
+def check_dataset_matches(path: str, features: FeatureSpec) -> list[int]:
+    """SpecError unless the dataset's cameras and action size fit the model; returns episode lengths."""
+    shapes, lengths = _dataset_summary(path)
+    problems = []
+    for cam in features.cameras:
+        got = shapes.get(cam.name)
+        if got is None:
+            problems.append(f"camera '{cam.name}' is missing (dataset has "
+                            f"{sorted(k for k in shapes if k not in ('action', 'state'))})")
+        elif tuple(got[:2]) != (cam.height, cam.width):
+            problems.append(f"camera '{cam.name}' is {got[0]}x{got[1]}, the model wants "
+                            f"{cam.height}x{cam.width}")
+    if shapes.get("action") != (features.action_dim,):
+        problems.append(f"actions are {shapes.get('action')}, the model takes ({features.action_dim},)")
+    if problems:
+        raise SpecError(f"init.dataset {path} does not match the model's FeatureSpec:\n  - "
+                        + "\n  - ".join(problems) + "\nUse a dataset recorded for this model, or another model.")
+    return lengths
+
+
+def _expand_images(patterns: list[str]) -> list[str]:
+    paths: list[str] = []
+    for pattern in patterns:
+        hits = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        hits = [h for h in hits if h.lower().endswith(_IMAGE_SUFFIXES) or not glob.has_magic(pattern)]
+        if not hits or not all(Path(h).is_file() for h in hits):
+            raise SpecError(f"init.images entry '{pattern}' matches no image file; check the path "
+                            "(relative paths resolve against the job file's directory).")
+        paths.extend(hits)
+    return paths
+
+
+def list_init_refs(init: InitSpec, features: FeatureSpec) -> list[str]:
+    """Every initial-frame reference the spec allows, checked against the model's features."""
+    if init.images is not None:
+        if len(features.cameras) != 1:
+            raise SpecError(f"init.images works for single-camera models; this model has cameras "
+                            f"{list(features.camera_names)}. Use init.dataset instead.")
+        refs = _expand_images(init.images)
+        cam = features.cameras[0]
+        for ref in refs:
+            shape = load_image(ref).shape
+            if shape[:2] != (cam.height, cam.width):
+                raise SpecError(f"init image {ref} is {shape[1]}x{shape[0]} pixels; the model wants "
+                                f"{cam.width}x{cam.height}. Resize it or use a matching model.")
+        return refs
+    assert init.dataset is not None
+    lengths = check_dataset_matches(init.dataset, features)
+    episodes = list(range(len(lengths))) if init.episodes is None else init.episodes
+    bad = [e for e in episodes if not 0 <= e < len(lengths)]
+    if bad:
+        raise SpecError(f"init.episodes {bad} are out of range: {init.dataset} has {len(lengths)} episodes.")
+    short = [e for e in episodes if init.frame >= lengths[e]]
+    if short:
+        raise SpecError(f"init.frame={init.frame} is past the end of episodes {short[:10]} of {init.dataset}.")
+    if not episodes:
+        raise SpecError(f"init selects no episodes of {init.dataset}.")
+    return [f"{init.dataset}#{e}:{init.frame}" for e in episodes]
+
+
+def load_image(path: str) -> np.ndarray:
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            return np.asarray(image.convert("RGB"), dtype=np.uint8)  # (H, W, 3)
+    except OSError as error:
+        raise SpecError(f"cannot read init image {path}: {error}") from None
+
+
+def _load_dataset_frame(path: str, episode: int, frame: int, features: FeatureSpec,
+                        ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Frames (V, H, W, 3) uint8 and state (S,) float32 or None of one dataset step."""
+    cams = features.camera_names
+    if dataset_kind(path) == "zarr":
+        store = _zarr_store(path)
+        keys = list(cams) + (["state"] if store.features.state_dim else [])
+        data = store.window(episode, frame, frame + 1, keys=keys)
+        state = data["state"][0] if "state" in data else None
+        return np.stack([data[c][0] for c in cams]), state
+    ds = _lerobot(path)
+    item = ds[int(ds.meta.episodes["dataset_from_index"][episode]) + frame]
+    # LeRobot returns images as (3, H, W) float in [0, 1].
+    frames = np.stack([(item[f"observation.images.{c}"].permute(1, 2, 0).numpy() * 255).round()
+                       .astype(np.uint8) for c in cams])
+    state = item["observation.state"].numpy() if "observation.state" in item else None
+    return frames, state
+
+
+def load_init(refs: list[str], features: FeatureSpec) -> tuple[np.ndarray, np.ndarray | None]:
+    """Frames (B, V, H, W, 3) uint8 and state (B, S) float32 (None unless every ref has one)."""
+    frames, states = [], []
+    for ref in refs:
+        parsed = parse_ref(ref)
+        if parsed is None:
+            frames.append(load_image(ref)[None])
+            states.append(None)
+        else:
+            f, s = _load_dataset_frame(*parsed, features)
+            frames.append(f)
+            states.append(s)
+    have_state = features.state_dim > 0 and all(s is not None and len(s) == features.state_dim for s in states)
+    state = np.stack(states).astype(np.float32) if have_state else None  # type: ignore[arg-type]
+    return np.stack(frames), state
