@@ -20,8 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", default="pusht",
                         help="checkpoint directory or bundled model name (default: pusht)")
     parser.add_argument("--init", required=True, metavar="DATASET[:EPISODE]",
-                        help="episode store whose frames start the simulation, optionally the "
-                        "episode to start from (default 0); e.g. data/pusht.zarr:3")
+                        help="where the first frame comes from: an episode store, a LeRobot "
+                        "dataset, an image or a folder of images; optionally the episode (image) "
+                        "to start from, default 0; e.g. data/pusht.zarr:3 or examples/pusht_init")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free one)")
@@ -85,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
 def build_server(args: argparse.Namespace):  # -> TeleopServer (import kept inside: torch)
     from pipeline.teleop.loop import SimLoop
     from pipeline.teleop.mapping import resolve_mapping
+    from pipeline.teleop.protocol import hello_message
     from pipeline.teleop.recording import EpisodeWriter
     from pipeline.teleop.server import TeleopServer
     from pipeline.teleop.session import InitFrames, TeleopSession
@@ -101,8 +103,8 @@ def build_server(args: argparse.Namespace):  # -> TeleopServer (import kept insi
     if episode >= len(init):
         from pipeline.cli import UserError
 
-        raise UserError(f"--init {dataset}:{episode}: episode {episode} is out of range; the "
-                        f"dataset has episodes 0..{len(init) - 1}.")
+        raise UserError(f"--init {dataset}:{episode}: episode {episode} is out of range; "
+                        f"{dataset} has episodes 0..{len(init) - 1}.")
     checkpoint = Path(args.model) if Path(args.model).is_dir() else None
     mapper = resolve_mapping(features, args.mapping, checkpoint)
     writer = None
@@ -114,17 +116,9 @@ def build_server(args: argparse.Namespace):  # -> TeleopServer (import kept insi
     fps = args.fps or features.fps
     sim = SimLoop(session, fps=fps, codec=args.codec, quality=args.quality,
                   recording_enabled=writer is not None)
-    hello = {
-        "features": {"cameras": [c.model_dump() for c in features.cameras],
-                     "action_dim": features.action_dim,
-                     "action_names": list(features.action_names or []),
-                     "action_low": features.action_low, "action_high": features.action_high,
-                     "fps": features.fps},
-        "tick_fps": fps, "mapping": mapper.legend(), "model": str(args.model),
-        "init": {"path": dataset, "episodes": len(init)}, "task": args.task,
-        "max_steps": args.max_steps, "record_to": args.record_to,
-        "recorded": 0 if writer is None else len(writer),
-    }
+    hello = hello_message(features, mapper.legend(), tick_fps=fps, model=str(args.model),
+                          init_path=dataset, init_episodes=len(init), task=args.task,
+                          max_steps=args.max_steps, record_to=args.record_to)
     return TeleopServer(sim, writer, hello=hello)
 
 

@@ -30,12 +30,14 @@ def _up_to_date(uri: str, records: list[EpisodeRecord]) -> bool:
         store.meta(i).episode_id == r.episode_id for i, r in enumerate(records))
 
 
-def consolidate(out: str, records: list[EpisodeRecord], features: FeatureSpec) -> str:
-    """Write the episodes of `records` (in this order) to OUT/dataset.zarr; returns its URI."""
+def consolidate(out: str, records: list[EpisodeRecord], features: FeatureSpec) -> tuple[str, bool]:
+    """Write the episodes of `records` (in this order) to OUT/dataset.zarr.
+
+    Returns its URI and whether it was (re)written."""
     target = storage.join(out, DATASET_DIR)
     if _up_to_date(target, records):
         log.info("%s is up to date (%d episodes)", target, len(records))
-        return target
+        return target, False
     staged = storage.staging_dir(target)
     try:
         merged = EpisodeStore.create(storage.local_path(staged), features)
@@ -51,12 +53,18 @@ def consolidate(out: str, records: list[EpisodeRecord], features: FeatureSpec) -
         raise
     storage.publish_dir(staged, target, replace=True)
     log.info("consolidated %d episodes into %s", len(records), target)
-    return target
+    return target, True
 
 
-def export_lerobot(spec: JobSpec, src_zarr: str) -> str:
-    """Hook to the LeRobot exporter (another module): OUT/lerobot from dataset.zarr."""
-    exporter = importlib.import_module(LEROBOT_EXPORTER)
+def export_lerobot(spec: JobSpec, src_zarr: str, *, refresh: bool) -> str:
+    """Hook to the LeRobot exporter (pipeline.export.lerobot): OUT/lerobot from dataset.zarr.
+
+    Skipped when the export exists and dataset.zarr did not change (`refresh` False)."""
     dest = storage.join(spec.output.path, LEROBOT_DIR)
-    exporter.export_lerobot(src_zarr, dest, repo_id=f"iws/{spec.name}", task=spec.task)
+    if storage.exists(dest) and not refresh:
+        log.info("%s is up to date", dest)
+        return dest
+    exporter = importlib.import_module(LEROBOT_EXPORTER)
+    exporter.export_lerobot(storage.local_path(src_zarr), storage.local_path(dest),
+                            repo_id=f"iws/{spec.name}", task=spec.task or None, overwrite=True)
     return dest

@@ -110,9 +110,12 @@ def run_job(spec: JobSpec, *, address: str | None = None, overwrite: bool = Fals
             write_manifest()  # what is committed stays; a rerun resumes from here
     records = _check_complete(plan, done)
     kept = [r for r in records if is_kept(spec.filter, r.success)]
-    datasets = {"zarr": consolidate(out, kept, plan.features)}
-    if "lerobot" in spec.output.formats:
-        datasets["lerobot"] = export_lerobot(spec, datasets["zarr"])
+    zarr_uri, changed = consolidate(out, kept, plan.features)
+    datasets = {"zarr": zarr_uri}
+    if "lerobot" in spec.output.formats and not kept:
+        log.warning("no episode passed the filter; skipping the LeRobot export")
+    elif "lerobot" in spec.output.formats:
+        datasets["lerobot"] = export_lerobot(spec, zarr_uri, refresh=changed)
     manifest = write_manifest(outputs.now(), datasets)
     log.info("job %s done: %d episodes (%d in datasets), %d frames", spec.name, len(records), len(kept),
              manifest.frames)

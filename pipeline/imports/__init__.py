@@ -65,8 +65,8 @@ def open_dataset(path: str | os.PathLike[str], *, keys: dict[str, str] | None = 
                  fps: float | None = None, task: str = "") -> EpisodeSource:
     """Open any supported dataset read-only with the EpisodeStore read API.
 
-    `keys` (iws=dp names), `fps` and `task` apply to DP Zarr stores, which record none of them;
-    fps defaults to 10. For the other formats they must be left unset.
+    `keys` (iws=dp names), `fps` and `task` apply to DP Zarr stores, which record none of them
+    (unless iws wrote the store); fps defaults to 10. Other formats record their own.
     """
     kind = detect_format(path)
     if kind != "zarr-dp" and (keys or fps is not None or task):
@@ -82,7 +82,7 @@ def open_dataset(path: str | os.PathLike[str], *, keys: dict[str, str] | None = 
         return LeRobotReader(path)
     from pipeline.imports.zarr_dp import DPZarrReader
 
-    return DPZarrReader(path, keys=keys, fps=10.0 if fps is None else fps, task=task)
+    return DPZarrReader(path, keys=keys, fps=fps, task=task)
 
 
 def import_dataset(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.PathLike[str], *,

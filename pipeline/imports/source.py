@@ -13,6 +13,7 @@ import numpy as np
 
 from schemas import EpisodeMeta, FeatureSpec
 from sim_model.data.episode import Episode
+from sim_model.data.store_layout import data_layout
 
 
 @runtime_checkable
@@ -55,9 +56,7 @@ class ReaderBase:
     @property
     def keys(self) -> tuple[str, ...]:
         """Data keys in store order: cameras, "action", "state" (if any), extras."""
-        spec = self._features
-        state = ("state",) if spec.state_dim else ()
-        return (*spec.camera_names, "action", *state, *(e.name for e in spec.extras))
+        return tuple(data_layout(self._features))
 
     @property
     def episode_ends(self) -> np.ndarray:

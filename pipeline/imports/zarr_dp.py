@@ -3,8 +3,9 @@
 Any zarr format (2 or 3) that zarr-python 3 opens. Keys map DP names to iws names with the same
 `iws=dp` pairs the exporter takes (`top=img,state=state`); unmapped keys keep their names:
 uint8 (N, H, W, 3) arrays become cameras, `action` and `state` are themselves, anything else is
-an extra. DP stores carry no rate, task text or episode ids: `fps` and `task` are parameters
-and episode ids are `<store name>-<index>`. Actions and state are returned as float32 (the iws
+an extra. DP stores carry no rate, task text or episode ids: `fps` (default 10) and `task` are
+parameters and episode ids are `<store name>-<index>` -- except in stores `iws export zarr-dp`
+wrote, whose `iws_export` attribute restores key names, features and episode metadata. Actions and state are returned as float32 (the iws
 contract); float32 sources are returned bit for bit.
 """
 
@@ -18,8 +19,8 @@ import numpy as np
 import zarr
 
 from pipeline.export.lerobot_features import iws_name
-from schemas import CameraSpec, EpisodeMeta, ExtraSpec, FeatureSpec, SpecError
 from pipeline.imports.source import ReaderBase
+from schemas import CameraSpec, EpisodeMeta, ExtraSpec, FeatureSpec, SpecError
 
 SOURCE_TAG = "import:zarr-dp"
 
@@ -42,19 +43,24 @@ class DPZarrReader(ReaderBase):
     """Episodes of a Diffusion-Policy Zarr store, read lazily chunk by chunk."""
 
     def __init__(self, path: str | os.PathLike[str], *, keys: dict[str, str] | None = None,
-                 fps: float = 10.0, task: str = "") -> None:
+                 fps: float | None = None, task: str = "") -> None:
         self.path = str(Path(path).expanduser().absolute())
         self._args = {"keys": dict(keys or {}), "fps": fps, "task": task}
         self._root = open_dp_group(self.path)
-        self._task = task
-        self._fps = float(fps)
+        saved = self._root.attrs.asdict().get("iws_export") or {}
         arrays = {name: arr for name, arr in self._root["data"].arrays()}
-        self._map = _resolve_keys(arrays, keys or {}, self.path)  # iws key -> dp key
+        self._map = _resolve_keys(arrays, keys or saved.get("keys", {}), self.path)  # iws -> dp
         self._arrays = {iws: arrays[dp] for iws, dp in self._map.items()}
-        self._features = _infer_features(self._arrays, self._fps, self.path)
+        inferred = _infer_features(self._arrays, 10.0, self.path)
+        self._features = _restore(inferred, saved.get("features"))
+        if fps is not None:
+            self._features = self._features.model_copy(update={"fps": float(fps)})
         self._ends = _check_ends(np.asarray(self._root["meta/episode_ends"][:], dtype=np.int64),
                                  self._arrays, self.path)
         self._ends.setflags(write=False)
+        metas = saved.get("episodes") or []
+        self._saved_meta = metas if len(metas) == len(self._ends) else None
+        self._task = task
         self._stem = iws_name(Path(self.path).name.removesuffix(".zarr")) or "dp"
 
     def __getstate__(self) -> dict[str, Any]:
@@ -71,9 +77,15 @@ class DPZarrReader(ReaderBase):
 
     def meta(self, i: int) -> EpisodeMeta:
         first, last = self.episode_range(i)
-        return EpisodeMeta(episode_id=f"{self._stem}-{i % len(self):06d}", length=last - first,
-                           task=self._task, source=SOURCE_TAG, fps=self._fps,
-                           info={"source_path": self.path, "source_episode": i % len(self)})
+        i %= len(self)
+        fps = self._features.fps
+        if self._saved_meta is not None:
+            meta = EpisodeMeta.model_validate(self._saved_meta[i])
+            update: dict[str, Any] = {"fps": fps} | ({"task": self._task} if self._task else {})
+            return meta.model_copy(update=update)
+        return EpisodeMeta(episode_id=f"{self._stem}-{i:06d}", length=last - first,
+                           task=self._task, source=SOURCE_TAG, fps=fps,
+                           info={"source_path": self.path, "source_episode": i})
 
     def _read(self, i: int, start: int, stop: int, keys: list[str]) -> dict[str, np.ndarray]:
         first, _ = self.episode_range(i)
@@ -134,6 +146,17 @@ def _infer_features(arrays: dict[str, Any], fps: float, where: str) -> FeatureSp
 
     return FeatureSpec(cameras=tuple(cameras), action_dim=dim("action"), state_dim=dim("state"),
                        fps=fps, extras=tuple(extras))
+
+
+def _restore(inferred: FeatureSpec, saved: dict[str, Any] | None) -> FeatureSpec:
+    """The FeatureSpec iws saved at export (names, bounds, fps) if it still fits the arrays."""
+    if not saved:
+        return inferred
+    spec = FeatureSpec.model_validate(saved)
+    same = (spec.cameras == inferred.cameras and spec.action_dim == inferred.action_dim
+            and spec.state_dim == inferred.state_dim and {(e.name, e.shape) for e in spec.extras}
+            == {(e.name, e.shape) for e in inferred.extras})
+    return spec if same else inferred
 
 
 def _check_ends(ends: np.ndarray, arrays: dict[str, Any], where: str) -> np.ndarray:

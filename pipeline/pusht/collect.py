@@ -121,13 +121,14 @@ def _to_episode(config: CollectConfig, index: int, primitive: str, attempt: int,
               "collect_seed": config.seed, "mix": config.mix_text(),
               "primitives_finished": len(decided), "primitives_succeeded": int(sum(decided))},
     )
-    coverage = np.asarray(record.coverage, dtype=np.float32)
+    observations = record.observations
+    coverage = np.array([obs.coverage for obs in observations], dtype=np.float32)
     return Episode(
-        frames={"top": np.stack(record.frames)},
+        frames={"top": np.stack([obs.frame for obs in observations])},
         action=np.stack(record.actions).astype(np.float32),
         meta=meta,
-        state=np.stack(record.agent).astype(np.float32),
-        extras={"block_pose": np.stack([wrapped_pose(p) for p in record.poses]),
+        state=np.stack([obs.agent for obs in observations]).astype(np.float32),
+        extras={"block_pose": np.stack([wrapped_pose(obs.block_pose) for obs in observations]),
                 "coverage": coverage, "success": coverage > 0.95},
     )
 

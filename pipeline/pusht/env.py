@@ -22,6 +22,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -189,9 +190,9 @@ class PushTSim:
             import gym_pusht  # noqa: F401  (registers the env)
             import gymnasium as gym
 
-            self._env = gym.make("gym_pusht/PushT-v0", obs_type="pixels_agent_pos",
-                                 render_mode="rgb_array", observation_width=resolution,
-                                 observation_height=resolution).unwrapped
+            self._env: Any = gym.make("gym_pusht/PushT-v0", obs_type="pixels_agent_pos",
+                                      render_mode="rgb_array", observation_width=resolution,
+                                      observation_height=resolution).unwrapped
         self.resolution = resolution
         self._last: Observation | None = None
 

@@ -23,6 +23,7 @@ from pipeline.pusht.env import (
     T_COG,
     T_OUTLINE,
     T_RADIUS,
+    Observation,
     PushTSim,
     block_centre,
     distance_to_block,
@@ -100,7 +101,8 @@ def push(sim: PushTSim, rng: np.random.Generator) -> Primitive:
         if plan is not None and in_bounds(plan[0] + direction * (GAP + length)):
             break
     else:
-        return (yield from reposition(sim, rng))
+        yield from reposition(sim, rng)
+        return None
     start, path = plan
     yield from follow(sim.last.agent, path, rng.uniform(18.0, 32.0))
     yield from _hold(start, 1)
@@ -124,7 +126,8 @@ def rotate(sim: PushTSim, rng: np.random.Generator) -> Primitive:
         if plan is not None:
             break
     else:
-        return (yield from reposition(sim, rng))
+        yield from reposition(sim, rng)
+        return None
     start, path = plan
     yield from follow(sim.last.agent, path, rng.uniform(18.0, 32.0))
     yield from _hold(start, 1)
@@ -149,7 +152,8 @@ def contact(sim: PushTSim, rng: np.random.Generator) -> Primitive:
         if plan is not None:
             break
     else:
-        return (yield from reposition(sim, rng))
+        yield from reposition(sim, rng)
+        return None
     start, path = plan
     inward = rotation(pose0[2]) @ -normal
     yield from follow(sim.last.agent, path, rng.uniform(15.0, 30.0))
@@ -185,7 +189,7 @@ def reposition(sim: PushTSim, rng: np.random.Generator) -> Generator[np.ndarray,
 
 
 def _block_moved(before: np.ndarray, after: np.ndarray) -> bool:
-    return bool(np.linalg.norm(after[:2] - before[:2]) > 0.5 or abs(after[2] - before[2]) > 0.005)
+    return bool(moved_steps(np.stack([before, after]))[0])
 
 
 BASIC: dict[str, Callable[[PushTSim, np.random.Generator], Primitive]] = {
@@ -205,30 +209,31 @@ PRIMITIVES: dict[str, Callable[[PushTSim, np.random.Generator], Primitive]] = {*
 
 @dataclass
 class Play:
-    """One attempt: observations before each action, the actions, the primitives' outcomes."""
+    """One played episode: the observation before each action, the actions, and the outcomes
+    of the primitive instances that finished within it."""
 
-    frames: list[np.ndarray]
-    agent: list[np.ndarray]
-    poses: list[np.ndarray]  # unwrapped block poses
-    coverage: list[float]
-    actions: list[np.ndarray]
-    outcomes: list[bool | None]  # of primitives that finished within the episode
+    observations: list[Observation]
+    actions: list[np.ndarray]  # (2,) float32 agent targets
+    outcomes: list[bool | None]
+
+    def poses(self) -> np.ndarray:
+        """(T, 3) unwrapped block poses."""
+        return np.stack([obs.block_pose for obs in self.observations])
 
 
 def play(sim: PushTSim, primitive: str, steps: int, seed: int) -> Play:
     """Reset to `seed` and chain instances of `primitive` until `steps` actions were taken."""
     obs = sim.reset(seed)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))  # apart from gym's own stream
-    record = Play([], [], [], [], [], [])
+    record = Play([], [], [])
     while len(record.actions) < steps:
         instance = PRIMITIVES[primitive](sim, rng)
         try:
             while len(record.actions) < steps:
+                # float32 before stepping, so that replaying the stored actions is exact.
                 target = np.asarray(next(instance), dtype=np.float32)
-                for store, value in ((record.frames, obs.frame), (record.agent, obs.agent),
-                                     (record.poses, obs.block_pose), (record.coverage, obs.coverage),
-                                     (record.actions, target)):
-                    store.append(value)
+                record.observations.append(obs)
+                record.actions.append(target)
                 obs = sim.step(target)
         except StopIteration as stop:
             record.outcomes.append(stop.value)
@@ -238,8 +243,8 @@ def play(sim: PushTSim, primitive: str, steps: int, seed: int) -> Play:
 def kept(primitive: str, record: Play) -> bool:
     """Did the episode do what its primitive means? Contact-free play must never move the
     block; the others must move it, with at least half their finished instances succeeding."""
-    moved = bool(moved_steps(np.stack(record.poses)).any()) or _moved(record.poses[-1],
-                                                                    record.poses[0])
+    poses = record.poses()
+    moved = bool(moved_steps(poses).any() or moved_steps(poses[[0, -1]]).any())
     if primitive == "roam":
         return not moved
     decided = [o for o in record.outcomes if o is not None]
@@ -251,7 +256,3 @@ def moved_steps(poses: np.ndarray) -> np.ndarray:
     shift = np.linalg.norm(np.diff(poses[:, :2], axis=0), axis=1)
     turn = np.abs((np.diff(poses[:, 2]) + np.pi) % (2 * np.pi) - np.pi)
     return (shift > 0.5) | (turn > 0.005)
-
-
-def _moved(a: np.ndarray, b: np.ndarray) -> bool:
-    return bool(moved_steps(np.stack([a, b]))[0])

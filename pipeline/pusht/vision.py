@@ -69,17 +69,23 @@ def class_fractions(frame: np.ndarray) -> np.ndarray:
     blends at most a few colours at an edge), choosing the pair with the smallest residual.
     A plain nearest-colour rule would call an agent/background blend "T", which is why pairs.
     """
-    rgb = _check_frame(frame).astype(np.float32).reshape(-1, 1, 3)  # (N, 1, 3)
+    frame = _check_frame(frame)
+    # Unmix each distinct colour once: rendered frames hold a few hundred colours.
+    packed = frame.reshape(-1, 3).astype(np.uint32) @ np.array([65536, 256, 1], np.uint32)
+    colours, inverse = np.unique(packed, return_inverse=True)
+    rgb = np.stack([colours >> 16, (colours >> 8) & 255, colours & 255], -1).astype(np.float32)
+    rgb = rgb[:, None, :]  # (U, 1, 3)
     a, b = PALETTE[_PAIRS[:, 0]], PALETTE[_PAIRS[:, 1]]  # (P, 3)
     d = b - a
-    alpha = np.clip(((rgb - a) * d).sum(-1) / (d * d).sum(-1), 0.0, 1.0)  # (N, P): weight of b
+    alpha = np.clip(((rgb - a) * d).sum(-1) / (d * d).sum(-1), 0.0, 1.0)  # (U, P): weight of b
     resid = ((rgb - a - alpha[..., None] * d) ** 2).sum(-1)
     best = resid.argmin(1)
-    alpha = alpha[np.arange(len(best)), best]
+    rows = np.arange(len(best))
+    alpha = alpha[rows, best]
     out = np.zeros((len(best), 4), dtype=np.float32)
-    np.add.at(out, (np.arange(len(best)), PALETTE_CLASS[_PAIRS[best, 0]]), 1.0 - alpha)
-    np.add.at(out, (np.arange(len(best)), PALETTE_CLASS[_PAIRS[best, 1]]), alpha)
-    return out.reshape(*frame.shape[:2], 4)
+    np.add.at(out, (rows, PALETTE_CLASS[_PAIRS[best, 0]]), 1.0 - alpha)
+    np.add.at(out, (rows, PALETTE_CLASS[_PAIRS[best, 1]]), alpha)
+    return out[inverse.reshape(-1)].reshape(*frame.shape[:2], 4)
 
 
 def block_mask(frame: np.ndarray) -> np.ndarray:
@@ -274,7 +280,7 @@ def _fit_shares(block: np.ndarray, agent: np.ndarray, sub: int = 4) -> BlockFit 
                           np.array([unit, unit, 0.02])) for pose in _initial_poses(coarse, target, weight, share)]
     pose = min(candidates, key=lambda c: c[1])[0]
     pose, _ = _refine(_Grid((h, w), box, sub), target, weight, pose,
-                      np.array([unit / 2, unit / 2, 0.02]), np.array([unit / 50, unit / 50, 0.001]))
+                      np.array([unit / 2, unit / 2, 0.02]), np.array([unit / 20, unit / 20, 0.002]))
     seen = agent < 0.5
     tee = _Grid((h, w), (0, h, 0, w), sub).tee_coverage(pose) >= 0.5
     iou = mask_iou(tee & seen, mask & seen)

@@ -25,6 +25,8 @@ from collections import deque
 import numpy as np
 from PIL import Image
 
+from schemas import FeatureSpec
+
 MIME = {"jpeg": "image/jpeg", "webp": "image/webp"}
 
 
@@ -33,6 +35,22 @@ def encode_image(frame: np.ndarray, codec: str = "jpeg", quality: int = 90) -> b
     buffer = io.BytesIO()
     Image.fromarray(frame).save(buffer, format=codec.upper(), quality=quality)
     return buffer.getvalue()
+
+
+def hello_message(features: FeatureSpec, legend: dict, *, tick_fps: float, model: str,
+                  init_path: str, init_episodes: int, task: str = "", max_steps: int | None = None,
+                  record_to: str | None = None) -> dict:
+    """What every tab is told on connect (the server adds its role, token and live status)."""
+    return {
+        "features": {"cameras": [c.model_dump() for c in features.cameras],
+                     "action_dim": features.action_dim,
+                     "action_names": list(features.action_names or []),
+                     "action_low": features.action_low, "action_high": features.action_high,
+                     "fps": features.fps},
+        "tick_fps": tick_fps, "mapping": legend, "model": model,
+        "init": {"path": init_path, "episodes": init_episodes}, "task": task,
+        "max_steps": max_steps, "record_to": record_to,
+    }
 
 
 def pack_frame(header: dict, images: list[tuple[str, bytes]], codec: str = "jpeg") -> bytes:

@@ -4,17 +4,19 @@ Each step pairs the frame the operator *saw* with the action they commanded whil
 (Diffusion Policy's obs_t/action_t convention), the model's predicted state at that frame and
 the wall-clock time since the recording started.
 
-JSONL action log, one file per recording (`<actions_dir>/<episode_id>.jsonl`), UTF-8:
+JSONL action log, one file per recording (`<actions_dir>/<episode_id>.jsonl`), one line per
+step in the per-step form the generation pipeline's replay source reads
+(ReplaySource.path; `episode` is the stream's index within the file, always 0 here). The first
+line also carries the recording's metadata:
 
-    {"kind": "iws.teleop.header", "episode_id": ..., "fps": 10.0, "action_dim": 2,
-     "action_names": ["x", "y"], "task": ..., "model_hash": ..., "init_ref": "data.zarr#3:0",
-     "length": 120, "store": "demos.zarr", "store_index": 4}
-    {"step": 0, "t": 0.0, "action": [231.0, 250.5]}
-    {"step": 1, "t": 0.101, "action": [236.1, 250.5]}
+    {"episode": 0, "step": 0, "t": 0.0, "action": [231.0, 250.5], "episode_id": "teleop-...",
+     "fps": 10.0, "action_names": ["x", "y"], "task": "...", "model_hash": "...",
+     "init_ref": "data.zarr#3:0", "init_offset": 17, "length": 120, "store": "demos.zarr",
+     "store_index": 4}
+    {"episode": 0, "step": 1, "t": 0.101, "action": [236.1, 250.5]}
     ...
 
-A replay source reads the `action` of every line that has one, in order; `t` is seconds since
-the recording started (wall clock), the control rate is the header's `fps`.
+`t` is wall-clock seconds since the recording started; the control rate is `fps`.
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ class Recording:
     """Steps buffered in memory until stop (then one Episode) or discard (then nothing)."""
 
     episode_id: str
-    init_ref: str
+    init_ref: str  # where the model was reset from, e.g. 'data.zarr#3:0'
     task: str
+    init_offset: int = 0  # model steps between that reset and the recording's first step
     frames: dict[str, list[np.ndarray]] = field(default_factory=dict)  # camera -> [(H, W, 3)]
     actions: list[np.ndarray] = field(default_factory=list)  # [(A,)]
     states: list[np.ndarray] = field(default_factory=list)  # [(S,)]
@@ -76,7 +79,7 @@ class Recording:
         t0 = self.wall[0]
         meta = EpisodeMeta(episode_id=self.episode_id, length=len(self), task=self.task,
                            source="teleop", model_hash=model_hash, fps=features.fps,
-                           info={"init_ref": self.init_ref})
+                           info={"init_ref": self.init_ref, "init_offset": self.init_offset})
         return Episode(
             frames={name: np.stack(frames) for name, frames in self.frames.items()},
             action=np.stack(self.actions),
@@ -103,17 +106,18 @@ def write_atomic(path: Path, text: str) -> None:
 
 def action_log_text(episode: Episode, features: FeatureSpec, *, store: str, store_index: int) -> str:
     """The JSONL action log of a finished episode (format in the module docstring)."""
-    names = list(features.action_names) if features.action_names else None
-    header = {"kind": "iws.teleop.header", "episode_id": episode.meta.episode_id,
-              "fps": episode.meta.fps, "action_dim": int(episode.action.shape[1]),
-              "action_names": names, "task": episode.meta.task,
-              "model_hash": episode.meta.model_hash, "init_ref": episode.meta.info.get("init_ref"),
-              "length": len(episode), "store": store, "store_index": store_index}
-    lines = [json.dumps(header)]
+    header = {"episode_id": episode.meta.episode_id, "fps": episode.meta.fps,
+              "action_names": list(features.action_names) if features.action_names else None,
+              "task": episode.meta.task, "model_hash": episode.meta.model_hash,
+              "init_ref": episode.meta.info.get("init_ref"),
+              "init_offset": episode.meta.info.get("init_offset"), "length": len(episode),
+              "store": store, "store_index": store_index}
+    lines = []
     wall = episode.extras[WALL_TIME_KEY]
     for step, (action, t) in enumerate(zip(episode.action, wall, strict=True)):
-        lines.append(json.dumps({"step": step, "t": round(float(t), 4),
-                                 "action": [float(a) for a in action]}))
+        line = {"episode": 0, "step": step, "t": round(float(t), 4),
+                "action": [float(a) for a in action]}
+        lines.append(json.dumps({**line, **header} if step == 0 else line))
     return "\n".join(lines) + "\n"
 
 

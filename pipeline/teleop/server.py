@@ -42,6 +42,7 @@ class Client:
     acks: RateMeter = field(default_factory=RateMeter)
     latency: deque[float] = field(default_factory=lambda: deque(maxlen=20))
     skipped: int = 0
+    delivered: int = 0  # frames this tab acknowledged as drawn
 
 
 class TeleopServer:
@@ -196,6 +197,7 @@ class TeleopServer:
         now = time.monotonic()
         client.latency.append(now - client.in_flight[seq])
         client.acks.add(now)
+        client.delivered += 1
         for old in [s for s in client.in_flight if s <= seq]:
             del client.in_flight[old]
 
@@ -260,7 +262,7 @@ class TeleopServer:
     # -- stats ----------------------------------------------------------------------------------
     def _stats(self, client: Client | None) -> dict:
         now = time.monotonic()
-        stats = {"sim_fps": round(self.sim.steps.rate(now), 2),
+        stats: dict[str, object] = {"sim_fps": round(self.sim.steps.rate(now), 2),
                  "target_fps": self.sim.fps, "dropped_ticks": self.sim.dropped,
                  "clients": len(self.clients)}
         if client is not None:
@@ -288,9 +290,10 @@ def _is_index(value: object) -> bool:
 
 def _clean_input(data: dict) -> dict:
     """Keys: up to 32 strings; axes: up to 16 finite numbers clipped to [-1, 1]."""
-    keys = [k for k in data.get("keys", []) if isinstance(k, str)][:32] \
-        if isinstance(data.get("keys"), list) else []
-    raw = data.get("axes") if isinstance(data.get("axes"), list) else []
+    raw_keys = data.get("keys")
+    keys = [k for k in raw_keys if isinstance(k, str)][:32] if isinstance(raw_keys, list) else []
+    raw = data.get("axes")
+    raw = raw if isinstance(raw, list) else []
     axes = [max(-1.0, min(1.0, float(a))) if isinstance(a, int | float) and math.isfinite(a) else 0.0
             for a in raw[:16]]
     return {"keys": keys, "axes": axes}

@@ -26,51 +26,84 @@ class CommandError(Exception):
     """A client's command cannot be carried out now; the message goes back to that client."""
 
 
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
+
+
+def _image_files(source: Path) -> list[str] | None:
+    """The image(s) `source` names (one file, or a folder of them), None for a dataset."""
+    if source.is_file() and source.suffix.lower() in _IMAGE_SUFFIXES:
+        return [str(source)]
+    if source.is_dir() and not any((source / marker).exists()
+                                   for marker in ("zarr.json", ".zgroup", "meta")):
+        found = sorted(str(p) for p in source.iterdir() if p.suffix.lower() in _IMAGE_SUFFIXES)
+        return found or None
+    return None
+
+
 class InitFrames:
-    """Initial frames (and state, action) from an EpisodeStore, checked against the model."""
+    """Initial frames from an episode store, a LeRobot dataset, or image files (one per "episode").
 
-    def __init__(self, path: str | Path, features: FeatureSpec) -> None:
-        from sim_model.data.store import EpisodeStore
+    Loading and the checks against the model are the generation pipeline's (workers.init_frames),
+    so teleop accepts exactly what `iws generate` accepts as init frames.
+    """
 
-        if not Path(path).exists():
-            raise SpecError(f"--init dataset {path} does not exist; pass an episode store "
-                            "(e.g. one written by `iws collect`).")
-        self.path = str(path)
-        self.store = EpisodeStore.open(path, mode="r")
-        have = {c.name: (c.height, c.width) for c in self.store.features.cameras}
-        for cam in features.cameras:
-            if have.get(cam.name) != (cam.height, cam.width):
-                raise SpecError(f"--init dataset {path} has cameras {have}, but the model needs camera "
-                                f"'{cam.name}' at {cam.height}x{cam.width}; use a dataset recorded "
-                                "for this model.")
-        if self.store.features.action_dim != features.action_dim:
-            raise SpecError(f"--init dataset {path} has action_dim {self.store.features.action_dim}, "
-                            f"the model {features.action_dim}; use a dataset recorded for this model.")
-        if len(self.store) == 0:
-            raise SpecError(f"--init dataset {path} holds no episodes.")
-        self.cameras = features.camera_names
-        self.has_state = self.store.features.state_dim == features.state_dim > 0
+    def __init__(self, source: str | Path, features: FeatureSpec) -> None:
+        from schemas.job import InitSpec
+        from workers.actions.streams import dataset_kind
+        from workers.init_frames import check_dataset_matches, list_init_refs
+
+        self.path, self.features = str(source), features
+        if not Path(source).exists():
+            raise SpecError(f"--init {source} does not exist; pass an episode store (e.g. from "
+                            "`iws collect`), a LeRobot dataset, or image file(s).")
+        images = _image_files(Path(source))
+        self._store = None
+        if images is not None:
+            self.refs: list[str] | None = list_init_refs(InitSpec(images=images), features)
+            self.lengths = [1] * len(self.refs)
+        else:
+            self.refs = None
+            self.lengths = check_dataset_matches(self.path, features)
+            if dataset_kind(self.path) == "zarr":
+                from sim_model.data.store import EpisodeStore
+
+                self._store = EpisodeStore.open(self.path, mode="r")
+        if not self.lengths:
+            raise SpecError(f"--init {source} holds no episodes.")
 
     def __len__(self) -> int:
-        return len(self.store)
+        return len(self.lengths)
 
     def check(self, episode: int, frame: int) -> None:
-        if not 0 <= episode < len(self.store):
+        if not 0 <= episode < len(self.lengths):
             raise CommandError(f"episode {episode} is out of range; {self.path} has episodes "
-                               f"0..{len(self.store) - 1}.")
-        length = self.store.meta(episode).length
-        if not 0 <= frame < length:
+                               f"0..{len(self.lengths) - 1}.")
+        if not 0 <= frame < self.lengths[episode]:
             raise CommandError(f"frame {frame} is out of range; episode {episode} has frames "
-                               f"0..{length - 1}.")
+                               f"0..{self.lengths[episode] - 1}.")
+
+    def ref(self, episode: int, frame: int) -> str:
+        """The init reference as `iws generate` writes it: 'data.zarr#3:0' or an image path."""
+        return self.refs[episode] if self.refs is not None else f"{self.path}#{episode}:{frame}"
 
     def load(self, episode: int, frame: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-        """frames (1, V, H, W, 3) uint8, state (1, S) float32 or None, action (A,) float32."""
+        """frames (1, V, H, W, 3) uint8, state (1, S) float32 or None, start action (A,) float32."""
+        from workers.init_frames import load_init
+
         self.check(episode, frame)
-        keys = [*self.cameras, "action"] + (["state"] if self.has_state else [])
-        window = self.store.window(episode, frame, frame + 1, keys=keys)
-        frames = np.stack([window[c][0] for c in self.cameras])[None]
-        state = window["state"][:1].astype(np.float32) if self.has_state else None
-        return frames, state, window["action"][0].astype(np.float32)
+        frames, state = load_init([self.ref(episode, frame)], self.features)
+        return frames, state, self._start_action(episode, frame, state)
+
+    def _start_action(self, episode: int, frame: int, state: np.ndarray | None) -> np.ndarray:
+        """The dataset's action there; else the state for position control; else mid-range."""
+        f = self.features
+        if self._store is not None:
+            return self._store.window(episode, frame, frame + 1, ["action"])["action"][0].astype(np.float32)
+        if state is not None and f.state_dim == f.action_dim:
+            return state[0].astype(np.float32)
+        if f.action_low is not None and f.action_high is not None:
+            return (np.asarray(f.action_low, np.float32) + np.asarray(f.action_high, np.float32)) / 2
+        return np.zeros(f.action_dim, np.float32)
 
 
 class TeleopSession:
@@ -116,8 +149,8 @@ class TeleopSession:
             raise CommandError("already recording; stop or discard the current recording first.")
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
         episode_id = f"teleop-{stamp}-{uuid.uuid4().hex[:6]}"
-        init_ref = f"{self.init.path}#{self.episode}:{self.frame}+{self.step}"
-        self.recording = Recording(episode_id, init_ref, self.task if task is None else task)
+        self.recording = Recording(episode_id, self.init.ref(self.episode, self.frame),
+                                   self.task if task is None else task, init_offset=self.step)
         log.info("recording %s started", episode_id)
         return episode_id
 

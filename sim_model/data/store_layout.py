@@ -35,8 +35,8 @@ META_KEY = "meta/episode_meta"
 
 # Chosen by benchmarks/bench_store.py on 96x96 gym-pusht frames (benchmarks/results/store.md):
 # 8 frames per chunk with Blosc-zstd level 3 stores ~270 B/frame (1 frame/chunk: ~720; lz4:
-# ~650), writes 2-3x and loads whole arrays 4-5x faster than one frame per chunk, reads training
-# windows several times faster, and costs nothing measurable on random single-frame reads (zarr's
+# ~650); per CPU-second it writes ~4x, reads 16-frame training windows ~2x and loads whole arrays
+# ~7x faster than one frame per chunk, with random single-frame reads within noise (zarr's
 # per-chunk overhead, not decompression, dominates those at this size). An append rewrites the
 # one partial chunk it shares with the previous episode; LocalStore's temp-file + rename makes
 # that rewrite all-or-nothing, so finished episodes survive a kill (tests/sim_model/test_store.py).

@@ -80,6 +80,8 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
         trainer.extra["val"] = val
         save_state(state_dir, net, optimizer, trainer, rng)
 
+    if trainer.step == 0:  # the starting point, so progress can be judged against it
+        val = _periodic(net, task, cfg, stage_dir, 0, device, bf16, val, {}, float("nan"), force_val=True)
     net.train()
     try:
         while trainer.step < cfg.steps:
@@ -116,10 +118,11 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
 
 
 def _periodic(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir: Path, step: int,
-              device: torch.device, bf16: bool, val: Logs, logs: Logs, loss: float) -> Logs:
+              device: torch.device, bf16: bool, val: Logs, logs: Logs, loss: float,
+              force_val: bool = False) -> Logs:
     """Validation, metrics log and sample images when their intervals come round."""
-    is_val = step % cfg.val_every == 0 or step == cfg.steps
-    is_sample = step % cfg.sample_every == 0 or step == cfg.steps
+    is_val = force_val or step % cfg.val_every == 0 or step == cfg.steps
+    is_sample = not force_val and (step % cfg.sample_every == 0 or step == cfg.steps)
     if not (is_val or is_sample):
         return val
     net.eval()
@@ -127,7 +130,7 @@ def _periodic(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir
         with torch.no_grad(), autocast(device, bf16):
             if is_val:
                 val = task.validate()
-                record = {"step": step, "loss": loss, **logs, **val}
+                record = {"step": step, **({"loss": loss} if math.isfinite(loss) else {}), **logs, **val}
                 with open(stage_dir / "metrics.jsonl", "a") as handle:
                     handle.write(json.dumps(record) + "\n")
                 log.debug("%s step %d: %s", task.name, step, record)

@@ -125,7 +125,7 @@ def test_primitive_does_what_it_means(primitive: str) -> None:
     for seed in (11, 12):
         record = play(sim, primitive, 70, seed)
         outcomes += record.outcomes
-        moved.append(moved_steps(np.stack(record.poses)).mean())
+        moved.append(moved_steps(record.poses()).mean())
     assert True in outcomes, outcomes
     if primitive == "roam":
         assert max(moved) == 0.0 and all(outcomes)

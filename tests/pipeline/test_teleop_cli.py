@@ -37,7 +37,7 @@ def test_parse_init() -> None:
     (["--max-steps", "0"], "--max-steps 0 must be at least 1"),
     (["--actions-dir", "x"], "only makes sense with --record-to"),
     (["--init", "{missing}"], "does not exist"),
-    (["--init", "{store}:9"], "episode 9 is out of range; the dataset has episodes 0..2"),
+    (["--init", "{store}:9"], "has episodes 0..2"),
     (["--model", "{missing}"], "checkpoint"),
     (["--mapping", "{bad_mapping}"], "field 'axes' is required"),
     (["--record-to", "{store}"], "record into a new path"),
@@ -63,7 +63,7 @@ def test_port_in_use(tiny_checkpoint: Path, tiny_pusht_store: EpisodeStore,
         sock.listen()
         port = sock.getsockname()[1]
         code = main(["teleop", "--model", str(tiny_checkpoint), "--init", str(tiny_pusht_store.path),
-                     "--port", str(port), "--threads", "1"])
+                     "--port", str(port)])
     assert code == 2 and "--port 0 for any free one" in capsys.readouterr().err
 
 

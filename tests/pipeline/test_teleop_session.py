@@ -18,6 +18,7 @@ from pipeline.teleop.session import CommandError, InitFrames, TeleopSession
 from schemas import SpecError, pusht_features
 from sim_model.data.store import EpisodeStore
 from sim_model.world_model import WorldModel
+from workers.actions.streams import ActionStreams
 
 STEP = 0.4 * 512 / 10  # default mapping: 40% of the 0..512 range per second, 10 Hz model
 
@@ -71,6 +72,7 @@ def test_record_steps_pair_shown_frames_with_pressed_actions(
     assert episode.state is not None and episode.state.shape == (5, 2)
     assert episode.meta.source == "teleop" and episode.meta.task == "push it"
     assert episode.meta.model_hash == session.model.checkpoint_hash
+    assert episode.meta.info == {"init_ref": f"{tiny_pusht_store.path}#1:0", "init_offset": 0}
     assert np.all(np.diff(episode.extras[WALL_TIME_KEY]) >= 0)
 
     writer = EpisodeWriter(tmp_path / "demos.zarr", session.features, has_state=True)
@@ -81,9 +83,15 @@ def test_record_steps_pair_shown_frames_with_pressed_actions(
     assert stored.meta == episode.meta
     lines = [json.loads(line) for line in Path(saved.log_path).read_text().splitlines()]
     assert Path(saved.log_path).parent == default_actions_dir(tmp_path / "demos.zarr")
-    assert lines[0]["kind"] == "iws.teleop.header" and lines[0]["length"] == 5
+    assert lines[0]["episode_id"] == episode.meta.episode_id and lines[0]["length"] == 5
     assert lines[0]["action_names"] == ["x", "y"] and lines[0]["store_index"] == saved.index
-    np.testing.assert_allclose([line["action"] for line in lines[1:]], episode.action)
+    assert [line["step"] for line in lines] == list(range(5))
+    np.testing.assert_allclose([line["action"] for line in lines], episode.action)
+    # The generation pipeline's replay source reads both the log and the store.
+    for source in (saved.log_path, str(tmp_path / "demos.zarr")):
+        streams = ActionStreams(source)
+        assert len(streams) == 1
+        np.testing.assert_allclose(streams.stream(0), episode.action)
 
 
 def test_max_steps_discard_and_empty_stop(session: TeleopSession) -> None:
@@ -158,7 +166,7 @@ def test_init_and_record_stores_are_checked(model: WorldModel, tiny_pusht_store:
                                             tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="does not exist"):
         InitFrames(tmp_path / "nope.zarr", model.features)
-    with pytest.raises(SpecError, match="camera 'top' at 96x96"):
+    with pytest.raises(SpecError, match="the model wants 96x96"):
         InitFrames(tiny_pusht_store.path, pusht_features(96))
     # A ground-truth store has other extras than teleop recordings: refuse to mix them.
     with pytest.raises(SpecError, match="record into a new path"):
@@ -166,3 +174,24 @@ def test_init_and_record_stores_are_checked(model: WorldModel, tiny_pusht_store:
     first = EpisodeWriter(tmp_path / "rec.zarr", model.features)
     again = EpisodeWriter(tmp_path / "rec.zarr", model.features)  # reopening to append is fine
     assert len(first) == len(again) == 0
+
+
+def test_init_from_image_files(model: WorldModel, tiny_pusht_store: EpisodeStore,
+                               tmp_path: Path) -> None:
+    from PIL import Image
+
+    frames = tiny_pusht_store.window(0, 0, 2, ["top"])["top"]
+    for i, frame in enumerate(frames):
+        Image.fromarray(frame).save(tmp_path / f"init_{i}.png")
+    (tmp_path / "notes.txt").write_text("not an image")
+    init = InitFrames(tmp_path, model.features)
+    assert len(init) == 2 and init.ref(1, 0) == str(tmp_path / "init_1.png")
+    loaded, state, action = init.load(1, 0)
+    np.testing.assert_array_equal(loaded[0, 0], frames[1])
+    assert state is None and action.tolist() == [256.0, 256.0]  # no dataset action: mid-range
+    session = TeleopSession(model, InitFrames(tmp_path / "init_0.png", model.features),
+                            resolve_mapping(model.features))
+    session.tick(time.time())
+    assert session.step == 1
+    with pytest.raises(CommandError, match="frames 0..0"):
+        session.reset(0, 1)

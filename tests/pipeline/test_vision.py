@@ -13,8 +13,9 @@ with warnings.catch_warnings():
     import gym_pusht  # noqa: F401  (registers the environment)
     import gymnasium as gym
 
-# Measured over 60 random states (see test_pose_estimate_matches_simulator): mean |error|
-# ~0.4 canvas units in x and y (0.08 px at 96 px), ~0.25 degrees; worst ~1.6 units, ~1.3 deg.
+# Measured over 200 random states: position error (Euclidean) mean 0.54 canvas units (0.1 px at
+# 96 px), p95 1.05, worst 1.97; angle mean 0.22 deg, p95 0.61, worst 0.91. With pixel noise
+# (sigma 8) or a 1-px Gaussian blur the worst cases stay under 2.6 units and 1.4 deg.
 POS_TOL, POS_MEAN_TOL = 2.5, 1.0  # canvas units (512 wide); 2.5 units = 0.47 px at 96 px
 ANGLE_TOL_DEG, ANGLE_MEAN_TOL_DEG = 2.0, 0.6
 
@@ -114,9 +115,9 @@ def _bend(frame, pose):
 def test_rigid_shape_score_high_on_real_frames_and_low_on_deformed(real_frames):
     frames, infos = real_frames[0][:16], real_frames[1][:16]
     real = np.array([vision.rigid_shape_score(f) for f in frames])
-    # Measured: mean ~0.96-0.97, lowest ~0.86 (agent over the T); never a rigid 1.0 because of
+    # Measured over 200 states: mean 0.972, p5 0.951, lowest 0.924; never 1.0 because of
     # pixel-edge aliasing.
-    assert real.mean() > 0.93 and real.min() > 0.8
+    assert real.mean() > 0.95 and real.min() > 0.9
     blurred = np.array([vision.rigid_shape_score(
         np.array(Image.fromarray(f).filter(ImageFilter.GaussianBlur(2.0)))) for f in frames])
     sheared = np.array([vision.rigid_shape_score(_shear(f, 0.4)) for f in frames])

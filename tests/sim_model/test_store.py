@@ -184,6 +184,7 @@ class _Windows:
 
 def test_torch_dataloader_workers_read_concurrently(tiny_pusht_store: EpisodeStore) -> None:
     torch = pytest.importorskip("torch")
+    tiny_pusht_store.load_all()  # the parent decodes first: forked workers inherit zarr/blosc state
     loader = torch.utils.data.DataLoader(_Windows(tiny_pusht_store, 5), batch_size=None,
                                          num_workers=2)
     batches = list(loader)

@@ -1,0 +1,63 @@
+"""`iws export {lerobot,zarr-dp} SRC DEST`: write a dataset in a trainer's own format."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+VCODECS = ("libsvtav1", "h264", "hevc", "auto")  # mirrors pipeline.export.lerobot.VCODECS
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("export", help="write a dataset as LeRobot v3.0 or Diffusion-Policy Zarr",
+                            description="SRC may be an iws episode store, a Diffusion-Policy Zarr "
+                            "store or a LeRobot v3.0 dataset root.")
+    formats = parser.add_subparsers(dest="format", required=True, metavar="FORMAT")
+
+    lerobot = formats.add_parser("lerobot", help="LeRobot v3.0 dataset (lerobot-train reads it)")
+    _common(lerobot)
+    lerobot.add_argument("--repo-id", help="dataset id, e.g. iws/pusht_gen (default: iws/<DEST name>)")
+    lerobot.add_argument("--task", help="task text for episodes that have none")
+    lerobot.add_argument("--vcodec", choices=VCODECS, default="libsvtav1",
+                         help="video codec (default libsvtav1 = AV1, lerobot's default; "
+                         "h264 for frames under 32 px)")
+    lerobot.add_argument("--workers", type=int, default=1,
+                         help="parallel writers merged with lerobot's aggregation (default 1; "
+                         "see benchmarks/results/export.md)")
+    lerobot.set_defaults(func=run)
+
+    dp = formats.add_parser("zarr-dp", help="Diffusion-Policy ReplayBuffer Zarr (zarr format 2)")
+    _common(dp)
+    dp.add_argument("--keys", help="rename arrays, iws=dp pairs: e.g. top=img,state=state,action=action")
+    dp.set_defaults(func=run)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("src", help="source dataset")
+    parser.add_argument("dest", help="output directory (must not exist unless --overwrite)")
+    parser.add_argument("--overwrite", action="store_true", help="replace DEST if it exists")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from pipeline.imports import open_dataset
+
+    os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 prints its config per video at its default level
+    logging.getLogger("libav").setLevel(logging.WARNING)
+    source = open_dataset(args.src)
+    with tqdm(total=source.n_frames, unit="frame", desc=f"export {args.format}") as bar:
+        if args.format == "lerobot":
+            from pipeline.export.lerobot import export_lerobot
+
+            dest = export_lerobot(source, args.dest, repo_id=args.repo_id, task=args.task,
+                                  vcodec=args.vcodec, workers=args.workers,
+                                  overwrite=args.overwrite, on_episode=bar.update)
+        else:
+            from pipeline.export.zarr_dp import export_zarr_dp, parse_key_map
+
+            dest = export_zarr_dp(source, args.dest, keys=parse_key_map(args.keys),
+                                  overwrite=args.overwrite, on_episode=bar.update)
+    print(f"wrote {len(source)} episodes ({source.n_frames} frames) to {dest}")
+    return 0

@@ -1,0 +1,154 @@
+"""Generation jobs on the session's Ray cluster: end to end, interrupted + resumed, replica killed.
+
+Kept to three small jobs (32x32 tiny model, a few 4-step episodes): each costs seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pipeline.cli import main
+from pipeline.generate import Progress, load_job, run_job
+from pipeline.generate.expand import groups
+from pipeline.generate.preflight import preflight
+from schemas import JobSpec, RunManifest
+from sim_model.data.store import EpisodeStore
+from tests.workers.jobs import job_dict, write_job
+from workers.replica import WorldModelReplica
+from workers.writer import commit_uri, committed_records
+
+
+def marker_times(out: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in (out / "commits").glob("*.json")}
+
+
+def test_generate_end_to_end_with_filter_and_exports(tmp_path: Path, ray_cluster, tiny_checkpoint: Path,
+                                                     tiny_pusht_store) -> None:
+    out = tmp_path / "out"
+    job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, replicas=2,
+                   filter={"scorer": "tests.workers.policies:even_seed_scorer", "mode": "keep"},
+                   output={"path": str(out), "formats": ["zarr", "lerobot"]})
+    job["action_sources"]["rep"] = {"kind": "replay", "path": tiny_pusht_store.path, "offset_std": 0.01}
+    path = write_job(tmp_path / "job.yaml", job)
+    assert main(["generate", str(path), "--no-progress"]) == 0
+
+    records = committed_records(str(out))
+    assert sorted(r.index for r in records.values()) == list(range(6))
+    assert {r.source.split(":")[0] for r in records.values()} <= {"scripted", "policy", "replay"}
+    manifest = RunManifest.model_validate_json((out / "manifest.json").read_text())
+    assert manifest.finished is not None and len(manifest.episodes) == 6 and manifest.frames == 24
+    assert [r.success for r in manifest.episodes] == [True, False] * 3
+
+    dataset = EpisodeStore.open(out / "dataset.zarr")  # filter 'keep': successful (even) episodes only
+    assert [dataset.meta(i).episode_id for i in range(len(dataset))] == ["tiny-000000", "tiny-000002",
+                                                                          "tiny-000004"]
+    episode = dataset.episode(1)
+    assert episode.frames["top"].shape == (4, 32, 32, 3) and episode.action.shape == (4, 2)
+    assert episode.state is not None and episode.state.shape == (4, 2)
+    assert episode.meta.task == "Push the T onto the target" and episode.meta.model_hash
+    assert episode.checksum() == records["tiny-000002"].checksum
+    info = json.loads((out / "lerobot" / "meta" / "info.json").read_text())
+    assert info["total_episodes"] == 3 and info["total_frames"] == 12
+
+    before = marker_times(out)
+    assert main(["generate", str(path), "--no-progress"]) == 0  # a finished job: nothing to do
+    assert marker_times(out) == before
+
+
+def test_interrupted_run_resumes_to_byte_identical_episodes(tmp_path: Path, ray_cluster,
+                                                            tiny_checkpoint: Path) -> None:
+    job = job_dict(tiny_checkpoint, {"images": [str(p) for p in _images(tmp_path)]}, tmp_path / "out",
+                   episodes=8)
+    spec = load_job(write_job(tmp_path / "job.yaml", job))
+
+    def interrupt(progress: Progress) -> None:
+        if progress.done >= 2:
+            raise KeyboardInterrupt  # what Ctrl-C raises in the driver
+
+    with pytest.raises(KeyboardInterrupt):
+        run_job(spec, on_progress=interrupt)
+    out = tmp_path / "out"
+    first = committed_records(str(out))
+    assert 2 <= len(first) < 8
+    partial = RunManifest.model_validate_json((out / "manifest.json").read_text())
+    assert partial.finished is None and len(partial.episodes) == len(first)
+    before = marker_times(out)
+    # A crash between writing an episode and its marker: that episode must come back identical.
+    lost = sorted(first)[-1]
+    Path(commit_uri(str(out), lost)).unlink()
+    del before[f"{lost}.json"]
+
+    manifest = run_job(spec)
+    final = committed_records(str(out))
+    assert sorted(r.index for r in final.values()) == list(range(8)) and len(manifest.episodes) == 8
+    assert all(final[k].checksum == r.checksum for k, r in first.items())
+    assert {k: v for k, v in marker_times(out).items() if k in before} == before
+    assert len(EpisodeStore.open(out / "dataset.zarr")) == 8
+
+
+def _images(tmp_path: Path) -> list[Path]:
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    paths = [tmp_path / f"init{i}.png" for i in range(3)]
+    for p in paths:
+        Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(p)
+    return paths
+
+
+def _kill_replica_after_first_commit(out: Path, killed: list[int], timeout_s: float = 120) -> None:
+    """SIGKILL the replica actor process(es) of this test's own Ray once an episode is committed."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not list((out / "commits").glob("*.json")):
+        time.sleep(0.02)
+    for proc in psutil.Process().children(recursive=True):  # only processes this test session started
+        try:
+            if "WorldModelReplica" in " ".join(proc.cmdline()):
+                proc.send_signal(signal.SIGKILL)
+                killed.append(proc.pid)
+        except psutil.Error:
+            continue
+
+
+def test_replica_killed_mid_job_still_gives_exactly_n_episodes(tmp_path: Path, ray_cluster,
+                                                               tiny_checkpoint: Path, tiny_pusht_store) -> None:
+    out = tmp_path / "out"
+    job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=8, horizon=5)
+    spec = JobSpec.model_validate(job)
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_replica_after_first_commit, args=(out, killed), daemon=True)
+    killer.start()
+    manifest = run_job(spec)
+    killer.join()
+    assert killed, "the replica was not found or the job ended before the kill"
+    assert all(not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+               for pid in killed)
+    records = committed_records(str(out))
+    assert sorted(r.index for r in records.values()) == list(range(8))  # no gaps, no duplicates
+    assert sorted(os.listdir(out / "episodes")) == sorted(records)  # no stray copies
+    dataset = EpisodeStore.open(out / "dataset.zarr")
+    assert [dataset.meta(i).episode_id for i in range(8)] == [f"tiny-{i:06d}" for i in range(8)]
+    assert len(manifest.episodes) == 8
+
+    # Every episode, retried or not, equals what a fresh replica makes for its group.
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the Ray actor (OMP_NUM_THREADS=1)
+    try:
+        plan = preflight(spec.model_copy(update={"output": spec.output.model_copy(
+            update={"path": str(tmp_path / "again")})}))
+        replica = WorldModelReplica(plan.spec.model_dump_json(), plan.spec.output.path)
+        again = [r for g in groups(plan.episodes, spec.batch_size) for r in replica.roll_group(g)]
+    finally:
+        torch.set_num_threads(threads)
+    assert [r.checksum for r in again] == [records[r.episode_id].checksum for r in again]

@@ -1,0 +1,184 @@
+"""Job specs: parsing, path resolution, expansion, and every preflight error (no Ray needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pipeline.cli import main
+from pipeline.generate import load_job
+from pipeline.generate.expand import expand, groups
+from pipeline.generate.outputs import claim_output
+from pipeline.generate.preflight import preflight
+from schemas import JobSpec, SpecError, pusht_features
+from sim_model.data.store import EpisodeStore
+from tests.fixtures.store import make_pusht_episode
+from tests.workers.jobs import job_dict, write_job
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture
+def init_images(tmp_path: Path) -> dict:
+    """Three 32x32 PNG initial frames."""
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(3):
+        Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(folder / f"f{i}.png")
+    return {"images": [str(folder / "*.png")]}
+
+
+def check(tmp_path: Path, job: dict) -> None:
+    preflight(load_job(write_job(tmp_path / "job.yaml", job)))
+
+
+def test_example_job_validates_as_a_spec() -> None:
+    spec = load_job(EXAMPLES / "pusht_generate.yaml")
+    assert spec.model == "pusht"  # bundled name stays a name
+    assert all(Path(p).is_absolute() for p in spec.init.images or [])
+    assert len(list(Path(spec.init.images[0]).parent.glob("*.png"))) == 8
+
+
+def test_relative_paths_resolve_against_the_job_file(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    job = job_dict("model_dir/m", {"images": ["frames/*.png"]}, "out")
+    spec = load_job(write_job(tmp_path / "sub" / "job.yaml", job))
+    assert spec.model == str(tmp_path / "sub" / "model_dir" / "m")
+    assert spec.init.images == [str(tmp_path / "sub" / "frames" / "*.png")]
+    assert spec.output.path == str(tmp_path / "sub" / "out")
+    assert load_job(tmp_path / "sub" / "job.yaml", output="elsewhere").output.path == str(Path.cwd() / "elsewhere")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("name: [unclosed", "not valid YAML"),
+    ("- a list", "must hold a mapping"),
+])
+def test_unreadable_yaml(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "job.yaml").write_text(text)
+    with pytest.raises(SpecError, match=message):
+        load_job(tmp_path / "job.yaml")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"epsiodes": 3}, "field 'epsiodes' is not a known field"),
+    ({"episodes": 0}, "field 'episodes' = 0"),
+    ({"init": {"images": ["a.png"], "dataset": "d.zarr"}}, "exactly one of 'dataset' or 'images'"),
+    ({"action_sources": {"a": {"kind": "teleport"}}}, "action_sources.a"),
+    ({"action_sources": {"a": {"kind": "replay"}}}, "field 'action_sources.a.replay.path' is required"),
+    ({"device": "cuda"}, "needs resources.num_gpus > 0"),
+])
+def test_invalid_fields_are_named(tmp_path: Path, change: dict, message: str) -> None:
+    job = {**job_dict("m", {"images": ["x.png"]}, "out"), **change}
+    with pytest.raises(SpecError, match=message.replace(".", r"\.").replace("(", r"\(").replace(")", r"\)")):
+        load_job(write_job(tmp_path / "job.yaml", job))
+
+
+def test_missing_checkpoint_fails_fast(tmp_path: Path, init_images: dict) -> None:
+    with pytest.raises(SpecError, match=r"model: checkpoint .*nope does not exist"):
+        check(tmp_path, job_dict(tmp_path / "nope", init_images, tmp_path / "out"))
+
+
+def test_mismatched_init_dataset(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    small = pusht_features(resolution=16)
+    store = EpisodeStore.create(tmp_path / "small.zarr", small)
+    store.append(make_pusht_episode(small, 0, 3))
+    job = job_dict(tiny_checkpoint, {"dataset": str(tmp_path / "small.zarr")}, tmp_path / "out")
+    with pytest.raises(SpecError, match=r"does not match the model's FeatureSpec:\n  - camera 'top' is 16x16"):
+        check(tmp_path, job)
+
+
+@pytest.mark.parametrize("init, message", [
+    ({"episodes": [0, 9]}, r"init.episodes \[9\] are out of range"),
+    ({"frame": 6}, r"init.frame=6 is past the end of episodes \[2\]"),
+])
+def test_init_dataset_selection_errors(tmp_path: Path, tiny_checkpoint: Path, tiny_pusht_store,
+                                       init: dict, message: str) -> None:
+    job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path, **init}, tmp_path / "out")
+    with pytest.raises(SpecError, match=message):
+        check(tmp_path, job)
+
+
+def test_init_image_of_the_wrong_size(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    Image.fromarray(np.zeros((20, 24, 3), np.uint8)).save(tmp_path / "odd.png")
+    with pytest.raises(SpecError, match="is 24x20 pixels; the model wants 32x32"):
+        check(tmp_path, job_dict(tiny_checkpoint, {"images": ["odd.png"]}, tmp_path / "out"))
+    with pytest.raises(SpecError, match="matches no image file"):
+        check(tmp_path, job_dict(tiny_checkpoint, {"images": ["none/*.png"]}, tmp_path / "out"))
+
+
+@pytest.mark.parametrize("output, message", [
+    ("blocker/out", "not writable"),
+    ("blocker", "exists and is not a directory"),
+    ("s3://bucket/run", "s3:// locations are not supported yet"),
+])
+def test_unwritable_output(tmp_path: Path, tiny_checkpoint: Path, init_images: dict, output: str,
+                           message: str) -> None:
+    (tmp_path / "blocker").write_text("a file where a directory should be")
+    with pytest.raises(SpecError, match=message):
+        check(tmp_path, job_dict(tiny_checkpoint, init_images, output))
+
+
+def test_source_and_filter_errors_name_the_source(tmp_path: Path, tiny_checkpoint: Path,
+                                                  init_images: dict) -> None:
+    bad_policy = {"p": {"kind": "policy", "policy": "tests.workers.policies:missing"}}
+    with pytest.raises(SpecError, match="action_sources.p: policy .* has no attribute 'missing'"):
+        check(tmp_path, job_dict(tiny_checkpoint, init_images, tmp_path / "out", action_sources=bad_policy))
+    with pytest.raises(SpecError, match="filter.scorer 'coverage' is unknown"):
+        check(tmp_path, job_dict(tiny_checkpoint, init_images, tmp_path / "out",
+                                 filter={"scorer": "coverage", "mode": "keep"}))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pipeline.export.lerobot") is not None,
+                    reason="the LeRobot exporter is present")
+def test_lerobot_format_needs_the_exporter(tmp_path: Path, tiny_checkpoint: Path, init_images: dict) -> None:
+    job = job_dict(tiny_checkpoint, init_images, tmp_path / "out",
+                   output={"path": str(tmp_path / "out"), "formats": ["zarr", "lerobot"]})
+    with pytest.raises(SpecError, match="no LeRobot exporter"):
+        check(tmp_path, job)
+
+
+def test_expansion_is_deterministic_and_weighted(tmp_path: Path, init_images: dict) -> None:
+    job = job_dict("m", init_images, "out", episodes=10,
+                   action_sources={"a": {"kind": "scripted", "weight": 2},
+                                   "b": {"kind": "scripted", "weight": 1}})
+    spec = JobSpec.model_validate(job)
+    refs = ["r0", "r1", "r2"]
+    episodes = expand(spec, refs)
+    assert episodes == expand(spec, refs)
+    assert [e.episode_id for e in episodes[:2]] == ["tiny-000000", "tiny-000001"]
+    assert Counter(e.action_source for e in episodes) == {"a": 7, "b": 3}  # 6.67 / 3.33 rounded
+    assert Counter(e.init_ref for e in episodes) == {"r0": 4, "r1": 3, "r2": 3} or \
+        sorted(Counter(e.init_ref for e in episodes).values()) == [3, 3, 4]
+    assert len({e.seed for e in episodes}) == 10
+    other = expand(spec.model_copy(update={"seed": 8}), refs)
+    assert all(a.seed != b.seed for a, b in zip(episodes, other, strict=True))
+    assert [len(g) for g in groups(episodes, 4)] == [4, 4, 2]
+
+
+def test_output_of_another_job_is_refused(tmp_path: Path, init_images: dict) -> None:
+    spec = JobSpec.model_validate(job_dict("m", init_images, str(tmp_path / "out")))
+    claim_output(spec, overwrite=False)
+    claim_output(spec.model_copy(update={"replicas": 3}), overwrite=False)  # run-only change: fine
+    changed = spec.model_copy(update={"horizon": 9})
+    with pytest.raises(SpecError, match="different job \\(fields that differ: horizon\\)"):
+        claim_output(changed, overwrite=False)
+    claim_output(changed, overwrite=True)
+    assert json.loads((tmp_path / "out" / "job.json").read_text())["spec"]["horizon"] == 9
+
+
+def test_cli_reports_spec_errors_without_traceback(tmp_path: Path, init_images: dict, capsys,
+                                                    tiny_checkpoint: Path) -> None:
+    bad = write_job(tmp_path / "bad.yaml", job_dict(tmp_path / "nope", init_images, tmp_path / "out"))
+    assert main(["generate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "iws generate: error: model: checkpoint" in err and "Traceback" not in err
+    good = write_job(tmp_path / "good.yaml", job_dict(tiny_checkpoint, init_images, tmp_path / "out"))
+    assert main(["generate", str(good), "--check"]) == 0
+    assert "OK - 6 episodes x 4 steps" in capsys.readouterr().out

@@ -1,0 +1,121 @@
+"""End to end in headless Chromium: page loads, keys drive the model, recordings land in the store.
+
+Needs Debian's /usr/bin/chromium and the `playwright` pip package (its own driver; no
+`playwright install`). Skipped with the reason when either is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sim_model.data.store import EpisodeStore
+from tests.pipeline.test_teleop_cli import free_port
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+STEP = 0.4 * 512 / 10
+N = 6
+
+pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason=f"{CHROMIUM} is not installed "
+                                "(apt-get install chromium)")
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip package 'playwright' not installed")
+
+
+@pytest.fixture
+def teleop_url(tiny_checkpoint: Path, tiny_pusht_store: EpisodeStore, tmp_path: Path):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "teleop", "--model", str(tiny_checkpoint),
+         "--init", f"{tiny_pusht_store.path}:1", "--port", str(port),
+         "--record-to", str(tmp_path / "demos.zarr"), "--max-steps", str(N), "--task", "push T",
+         "--threads", "1", "--precision", "fp32"],
+        stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(url + "api/status", timeout=2).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"iws teleop did not come up: {proc.communicate()[1][-2000:]}")
+            time.sleep(0.3)
+    yield url
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+
+
+def canvas(page) -> str:
+    return page.evaluate("document.getElementById('view-top').toDataURL()")
+
+
+def seq(page) -> int:
+    return int(page.get_attribute("#step", "data-seq") or 0)
+
+
+def test_keys_drive_the_model_and_recordings_reach_the_store(teleop_url: str, tmp_path: Path) -> None:
+    with sync_api.sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True,
+            args=CHROMIUM_ARGS)
+        try:
+            page = context.new_page()
+            page.goto(teleop_url)
+            page.wait_for_function("Number(document.getElementById('step').dataset.seq) > 2")
+            assert page.inner_text("#role") == "controlling"
+            before, x0 = canvas(page), float(page.inner_text("#action-0"))
+
+            page.keyboard.down("ArrowRight")
+            page.wait_for_function(f"Number(document.getElementById('action-0').textContent) > {x0 + 30}")
+            assert canvas(page) != before  # new frames are drawn
+            page.click("#rec-start")  # --max-steps stops and saves it after N steps
+            page.wait_for_function("document.getElementById('saved').textContent.includes('#0')")
+            page.keyboard.up("ArrowRight")
+
+            watcher = context.new_page()  # a second tab watches and cannot drive
+            watcher.goto(teleop_url)
+            watcher.wait_for_function("Number(document.getElementById('step').dataset.seq) > 0")
+            assert watcher.inner_text("#role") == "watching"
+            assert watcher.is_disabled("#rec-start")
+            shown = seq(watcher)
+            watcher.wait_for_function(f"Number(document.getElementById('step').dataset.seq) > {shown + 3}")
+
+            page.bring_to_front()
+            page.keyboard.down("ArrowDown")
+            page.click("#rec-start")
+            page.wait_for_function("Number(document.getElementById('rec-status').dataset.steps) >= 2")
+            page.click("#rec-stop")
+            page.wait_for_function("document.getElementById('saved').textContent.includes('#1')")
+            page.keyboard.up("ArrowDown")
+            assert float(page.inner_text("#sim-fps")) > 0
+            assert float(page.inner_text("#delivered-fps")) > 0
+            saved_text = page.inner_text("#saved")
+        finally:
+            context.close()
+
+    store = EpisodeStore.open(tmp_path / "demos.zarr")
+    assert len(store) == 2
+    first, second = store.episode(0), store.episode(1)
+    assert len(first) == N and first.meta.source == "teleop" and first.meta.task == "push T"
+    np.testing.assert_allclose(np.diff(first.action[:, 0]), STEP, rtol=1e-4)  # ArrowRight held
+    np.testing.assert_allclose(np.diff(first.action[:, 1]), 0)
+    assert f"({len(second)} steps)" in saved_text and len(second) >= 2
+    np.testing.assert_allclose(np.diff(second.action[:, 1]), STEP, rtol=1e-4)  # ArrowDown held
+    np.testing.assert_allclose(np.diff(second.action[:, 0]), 0)  # ArrowRight released
+    assert first.frames["top"].shape == (N, 32, 32, 3) and first.state.shape == (N, 2)

@@ -1,0 +1,89 @@
+"""WorldModelReplica and the episode writer in-process (no Ray): rolling, committing, idempotence."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.generate.expand import expand, groups
+from schemas import EpisodeRecord, JobSpec
+from sim_model.data.store import EpisodeStore
+from tests.workers.jobs import job_dict
+from workers import storage
+from workers.init_frames import list_init_refs, load_init
+from workers.replica import WorldModelReplica
+from workers.writer import commit_uri, committed_records, episode_uri
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Ray gives each replica one thread (OMP_NUM_THREADS); do the same in-process. On a busy
+    2-core machine, 2 threads make these tiny steps ~30x slower."""
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
+
+
+@pytest.fixture
+def replica_job(tmp_path: Path, tiny_checkpoint: Path, tiny_pusht_store) -> tuple[WorldModelReplica, list]:
+    job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, tmp_path / "out",
+                   filter={"scorer": "tests.workers.policies:even_seed_scorer", "mode": "label"})
+    job["action_sources"]["rep"] = {"kind": "replay", "path": tiny_pusht_store.path, "noise_std": 0.01}
+    spec = JobSpec.model_validate(job)
+    replica = WorldModelReplica(spec.model_dump_json(), str(tmp_path / "out"))
+    episodes = expand(spec, list_init_refs(spec.init, replica.wm.features))
+    return replica, groups(episodes, spec.batch_size)
+
+
+def test_replica_rolls_a_group_and_commits_each_episode(replica_job, tiny_pusht_store) -> None:
+    replica, batches = replica_job
+    records = replica.roll_group(batches[0])
+    assert [r.index for r in records] == [0, 1]
+    out = replica.out
+    for spec, record in zip(batches[0], records, strict=True):
+        episode = EpisodeStore.open(episode_uri(out, spec.episode_id)).episode(0)
+        assert episode.frames["top"].shape == (4, 32, 32, 3) and episode.action.shape == (4, 2)
+        assert episode.state is not None and episode.state.shape == (4, 2)
+        assert episode.checksum() == record.checksum
+        assert episode.meta.model_hash == replica.wm.checkpoint_hash and episode.meta.job_id == "tiny"
+        assert record.success == (spec.index % 2 == 0) and record.score == spec.index
+        # Frame 0 is the initial frame itself; its state is the dataset's.
+        ref_frames, ref_state = load_init([spec.init_ref], replica.wm.features)
+        np.testing.assert_array_equal(episode.frames["top"][0], ref_frames[0, 0])
+        np.testing.assert_array_equal(episode.state[0], ref_state[0])
+    assert set(committed_records(out)) == {s.episode_id for s in batches[0]}
+
+
+def test_a_rerolled_group_is_byte_identical_and_committed_work_is_kept(replica_job) -> None:
+    replica, batches = replica_job
+    first = replica.roll_group(batches[1])
+    kept_marker = Path(commit_uri(replica.out, first[0].episode_id))
+    mtime = kept_marker.stat().st_mtime_ns
+    # A crash between data and marker: episode data present, its marker missing.
+    Path(commit_uri(replica.out, first[1].episode_id)).unlink()
+    again = replica.roll_group(batches[1])
+    assert [r.checksum for r in again] == [r.checksum for r in first]
+    assert kept_marker.stat().st_mtime_ns == mtime, "a committed episode is never rewritten"
+    # The batch call Ray Data makes: one row per group, one record per episode.
+    out = replica({"episodes": np.array([batches[1][0].model_dump_json().join("[]")], dtype=object)})
+    assert [EpisodeRecord.model_validate_json(r).episode_id for r in out["record"]] == \
+        [batches[1][0].episode_id]
+
+
+def test_writer_clears_leftovers_of_killed_writers(replica_job) -> None:
+    replica, batches = replica_job
+    target = episode_uri(replica.out, batches[2][0].episode_id)
+    os.makedirs(target)  # an uncommitted, incomplete directory from an earlier attempt
+    Path(target, "junk").write_text("partial")
+    stale = storage.staging_dir(target)
+    os.makedirs(stale)
+    records = replica.roll_group(batches[2])
+    assert EpisodeStore.open(target).episode(0).checksum() == records[0].checksum
+    assert not Path(target, "junk").exists()
+    assert storage.remove_stale_staging(str(Path(target).parent)) == 1
