@@ -8,9 +8,11 @@ same cost as trained ones of the same preset. Also times the stages of one tick 
 
     .venv/bin/python benchmarks/bench_teleop.py [--presets tiny small] [--rates 10 30 1000]
         [--seconds 8] [--threads 1] [--precision fp32] [--client chromium|ws]
+        [--model CKPT] [--init SOURCE] [--screenshot docs/teleop.png]
 
 A rate above what the machine sustains (e.g. 1000) shows the ceiling: ticks are dropped,
-never queued.
+never queued. `--model` measures a checkpoint (e.g. the bundled 'pusht') instead of random
+presets; `--screenshot` saves the page mid-recording after the first row (docs/teleop.png).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import asyncio
 import base64
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -34,6 +37,7 @@ from PIL import Image
 from pipeline.teleop.loop import SimLoop
 from pipeline.teleop.mapping import resolve_mapping
 from pipeline.teleop.protocol import encode_image, hello_message, pack_frame
+from pipeline.teleop.recording import EpisodeWriter
 from pipeline.teleop.server import TeleopServer
 from pipeline.teleop.session import InitFrames, TeleopSession
 from schemas import EpisodeMeta, pusht_features
@@ -113,24 +117,25 @@ class ServerThread:
         self.thread.join(30)
 
 
-def measure(server: TeleopServer, url: str, client: str, seconds: float, warmup: float) -> dict:
+def measure(server: TeleopServer, url: str, args: argparse.Namespace, screenshot: str | None) -> dict:
     def sample() -> tuple[float, int, int, int]:
         tabs = list(server.clients.values())
         return (time.monotonic(), server.sim.seq, server.sim.dropped,
                 sum(c.delivered for c in tabs))
 
     def window() -> dict:
-        time.sleep(warmup)
+        time.sleep(args.warmup)
         t0, s0, d0, a0 = sample()
-        time.sleep(seconds)
+        time.sleep(args.seconds)
         t1, s1, d1, a1 = sample()
-        tabs = list(server.clients.values())
-        latency = [x for c in tabs for x in c.latency]
+        latency = [x for c in list(server.clients.values()) for x in c.latency]
         return {"sim_fps": (s1 - s0) / (t1 - t0), "shown_fps": (a1 - a0) / (t1 - t0),
-                "dropped": d1 - d0, "latency_ms": 1e3 * float(np.mean(latency)) if latency else float("nan")}
+                "dropped": d1 - d0,
+                "latency_ms": 1e3 * float(np.mean(latency)) if latency else float("nan")}
 
-    if client == "ws":
-        proc = subprocess.Popen([sys.executable, "-c", WS_CLIENT, url, str(seconds + warmup + 5)])
+    if args.client == "ws":
+        proc = subprocess.Popen([sys.executable, "-c", WS_CLIENT, url,
+                                 str(args.seconds + args.warmup + 5)])
         try:
             return window()
         finally:
@@ -139,39 +144,75 @@ def measure(server: TeleopServer, url: str, client: str, seconds: float, warmup:
 
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1000, "height": 900})
         try:
-            context.new_page().goto(url)
-            return window()
+            page = context.new_page()
+            page.goto(url)
+            result = window()
+            if screenshot:
+                take_screenshot(page, screenshot)
+            return result
         finally:
             context.close()
 
 
-def run_one(preset: str, rate: float, args: argparse.Namespace, tmp: Path) -> dict:
-    features = pusht_features(args.resolution)
-    model = WorldModel.random(features, preset=preset, precision=args.precision)
-    store_path = tmp / f"init-{preset}-{rate}.zarr"
-    init_store(store_path, args.resolution)
-    init = InitFrames(store_path, features)
-    session = TeleopSession(model, init, resolve_mapping(features))
-    stages = stage_times(model, session.frames["top"])
-    session.reset(0, 0)
-    sim = SimLoop(session, fps=rate)
+def take_screenshot(page, path: str) -> None:
+    """The page mid-recording, after the target was moved right, then down."""
+    page.keyboard.down("ArrowRight")
+    page.click("#rec-start")
+    time.sleep(1.5)
+    page.keyboard.up("ArrowRight")
+    page.keyboard.down("ArrowDown")
+    time.sleep(1.0)
+    page.keyboard.up("ArrowDown")
+    time.sleep(1.0)
+    page.screenshot(path=path, full_page=True)
+
+
+def run_one(model: WorldModel, name: str, rate: float, args: argparse.Namespace, tmp: Path,
+            screenshot: str | None) -> dict:
+    features = model.features
+    if args.init:
+        init_path = Path(args.init)
+    else:
+        init_path = tmp / f"init-{len(list(tmp.iterdir()))}.zarr"
+        init_store(init_path, features.cameras[0].height)
+    init = InitFrames(init_path, features)
     mapper = resolve_mapping(features)
-    hello = hello_message(features, mapper.legend(), tick_fps=rate, model=f"random {preset}",
-                          init_path=str(store_path), init_episodes=1)
-    runner = ServerThread(TeleopServer(sim, None, hello=hello))
+    session = TeleopSession(model, init, mapper, task="Push the T onto the green target")
+    stages = stage_times(model, session.frames[features.camera_names[0]])
+    session.reset(0, 0)
+    record_to = tmp / f"rec-{len(list(tmp.iterdir()))}.zarr"
+    writer = EpisodeWriter(record_to, features, has_state=model.has_state)
+    hello = hello_message(features, mapper.legend(), tick_fps=rate, model=name,
+                          init_path=str(init_path), init_episodes=len(init), task=session.task,
+                          record_to=str(record_to))
+    runner = ServerThread(TeleopServer(SimLoop(session, fps=rate), writer, hello=hello))
     try:
-        result = measure(runner.server, runner.url, args.client, args.seconds, args.warmup)
+        result = measure(runner.server, runner.url, args, screenshot)
     finally:
         runner.close()
     params = sum(p.numel() for p in model.net.parameters()) / 1e6
-    return {"preset": preset, "params_m": params, "rate": rate, **stages, **result}
+    return {"name": name, "params_m": params, "rate": rate, **stages, **result}
+
+
+def models(args: argparse.Namespace):
+    """(name, model) pairs: the checkpoint given, else each random preset."""
+    if args.model:
+        yield args.model, WorldModel.load(args.model, precision=args.precision)
+        return
+    for preset in args.presets:
+        yield f"random {preset}", WorldModel.random(pusht_features(args.resolution), preset=preset,
+                                                    precision=args.precision)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--presets", nargs="+", default=["tiny", "small"])
+    parser.add_argument("--model", help="checkpoint dir or bundled name instead of random presets")
+    parser.add_argument("--init", help="init frames (store, LeRobot dataset, image folder); "
+                        "default: a synthetic one-episode store")
     parser.add_argument("--rates", nargs="+", type=float, default=[10, 30, 1000])
     parser.add_argument("--resolution", type=int, default=96)
     parser.add_argument("--seconds", type=float, default=8.0)
@@ -180,18 +221,22 @@ def main() -> None:
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="fp32")
     parser.add_argument("--client", choices=("chromium", "ws"),
                         default="chromium" if shutil.which(CHROMIUM) else "ws")
+    parser.add_argument("--screenshot", help="save a screenshot of the page (first row) here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"# teleop batch 1, {args.resolution}x{args.resolution}, {args.precision}, "
-          f"torch threads {args.threads}, client {args.client}, {args.seconds:.0f} s per row\n")
-    print("| preset | params | target Hz | sim steps/s | frames shown/s | dropped ticks | "
+    print(f"# teleop batch 1, {args.precision}, torch threads {args.threads}, client "
+          f"{args.client}, {args.seconds:.0f} s per row, {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f} at start\n")
+    print("| model | params | target Hz | sim steps/s | frames shown/s | dropped ticks | "
           "latency ms | model step ms | JPEG encode ms | message bytes | base64 PNG bytes |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    shot = args.screenshot if args.client == "chromium" else None
     with tempfile.TemporaryDirectory() as tmp:
-        for preset in args.presets:
+        for name, model in models(args):
             for rate in args.rates:
-                r = run_one(preset, rate, args, Path(tmp))
-                print(f"| {r['preset']} | {r['params_m']:.2f} M | {r['rate']:g} | {r['sim_fps']:.1f} | "
+                r = run_one(model, name, rate, args, Path(tmp), shot)
+                shot = None
+                print(f"| {r['name']} | {r['params_m']:.2f} M | {r['rate']:g} | {r['sim_fps']:.1f} | "
                       f"{r['shown_fps']:.1f} | {r['dropped']} | {r['latency_ms']:.1f} | "
                       f"{r['step_ms']:.1f} | {r['encode_ms']:.2f} | {r['msg_bytes']} | "
                       f"{r['png_b64_bytes']} |", flush=True)

@@ -11,4 +11,5 @@ pytest_plugins = [
     "tests.fixtures.store",
     "tests.fixtures.ray_cluster",
     "tests.fixtures.model",
+    "tests.fixtures.s3",
 ]

@@ -14,8 +14,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     envs = parser.add_subparsers(dest="env", required=True, metavar="ENV")
     pusht = envs.add_parser(
         "pusht", help="gym-pusht with scripted play primitives",
-        description="Scripted play in gym-pusht: linear pushes, rotations, small contacts, "
-        "contact-free motion and chains of them. Deterministic for a seed, whatever --workers.")
+        description="Scripted play in gym-pusht. Primitives: push (approach a point of the T, "
+        "push it 100-160 of 512 canvas units), rotate (turn it 25-35 degrees by pushing an arm), contact (small "
+        "random touches), roam (motion that avoids the block), chain (a random sequence of those "
+        "within one episode). Each episode plays one primitive drawn from --mix, repeated to fill "
+        "--steps, and is kept only when it did what it means. Deterministic for a seed, whatever "
+        "--workers.")
     pusht.add_argument("--episodes", type=int, required=True, help="number of episodes")
     pusht.add_argument("--steps", type=int, default=200, help="steps per episode (default 200)")
     pusht.add_argument("--out", required=True, help="path of the Zarr episode store to write")
@@ -23,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pusht.add_argument("--resolution", type=int, default=96,
                        help="square frame size in pixels (default 96, gym-pusht's own)")
     pusht.add_argument("--workers", type=int, default=None,
-                       help="worker processes, one env each (default: all CPU cores)")
+                       help="worker processes, one env each (default: the CPU cores this process may use)")
     pusht.add_argument("--mix", default=None,
                        help="primitive weights, e.g. push=0.4,rotate=0.2,contact=0.1,roam=0.1,"
                        "chain=0.2 (default: push=0.35,rotate=0.25,contact=0.1,roam=0.1,chain=0.2)")
@@ -43,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     mix = parse_mix(args.mix) if args.mix is not None else dict(DEFAULT_MIX)
     config = CollectConfig(episodes=args.episodes, steps=args.steps, seed=args.seed,
                            resolution=args.resolution, mix=mix)
-    workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
+    workers = args.workers if args.workers is not None else len(os.sched_getaffinity(0))
     if workers < 1:
         raise UserError(f"--workers must be at least 1, got {workers}.")
     store = open_output(config, args.out, overwrite=args.overwrite, resume=args.resume)
@@ -51,6 +55,11 @@ def run(args: argparse.Namespace) -> int:
                disable=args.no_progress, file=sys.stderr, dynamic_ncols=True)
     try:
         stats = collect(config, store, workers=workers, on_episode=lambda _: bar.update(1))
+    except KeyboardInterrupt:
+        bar.close()
+        print(f"{len(store)} of {config.episodes} episodes are in {args.out}; run the same "
+              "command with --resume to finish.", file=sys.stderr)
+        raise
     finally:
         bar.close()
     print(f"{args.out}: {stats.episodes} episodes x {config.steps} steps at "

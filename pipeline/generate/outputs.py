@@ -66,10 +66,15 @@ def claim_output(spec: JobSpec, *, overwrite: bool) -> None:
     storage.write_atomic(job_uri, json.dumps({"job": spec.name, "content_hash": content_hash(spec),
                                               "content": _content(spec),
                                               "spec": spec.model_dump(mode="json")}, indent=1))
+    remove_partial_writes(out)
+
+
+def remove_partial_writes(out: str) -> None:
+    """Delete staging copies that killed writers left behind (call only while no replica runs)."""
     for sub in (EPISODES_DIR, COMMITS_DIR):
         removed = storage.remove_stale_staging(storage.join(out, sub))
         if removed:
-            log.info("removed %d partial writes left by an interrupted run in %s/", removed, sub)
+            log.info("removed %d partial writes of interrupted writers in %s/", removed, sub)
 
 
 def write_manifest(out: str, manifest: RunManifest) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +84,7 @@ class CollectConfig:
             raise SpecError(f"mix weights must be finite, >= 0 and not all 0, got {self.mix}.")
 
     def mix_text(self) -> str:
-        return ",".join(f"{name}={weight:g}" for name, weight in self.mix.items())
+        return ",".join(f"{name}={self.mix[name]:g}" for name in sorted(self.mix))
 
     def primitive(self, index: int) -> str:
         """The primitive episode `index` plays, drawn from the mix."""
@@ -122,14 +123,14 @@ def _to_episode(config: CollectConfig, index: int, primitive: str, attempt: int,
               "primitives_finished": len(decided), "primitives_succeeded": int(sum(decided))},
     )
     observations = record.observations
-    coverage = np.array([obs.coverage for obs in observations], dtype=np.float32)
     return Episode(
         frames={"top": np.stack([obs.frame for obs in observations])},
         action=np.stack(record.actions).astype(np.float32),
         meta=meta,
         state=np.stack([obs.agent for obs in observations]).astype(np.float32),
         extras={"block_pose": np.stack([wrapped_pose(obs.block_pose) for obs in observations]),
-                "coverage": coverage, "success": coverage > 0.95},
+                "coverage": np.array([obs.coverage for obs in observations], dtype=np.float32),
+                "success": np.array([obs.success for obs in observations], dtype=bool)},
     )
 
 
@@ -142,6 +143,7 @@ def _init_worker(config: CollectConfig) -> None:
     global _worker
     import cv2
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     cv2.setNumThreads(1)  # one core per worker process; cv2's resize pool would oversubscribe
     _worker = (PushTSim(config.resolution), config)
 

@@ -84,8 +84,9 @@ def _retreat(sim: PushTSim, away: np.ndarray) -> Iterator[np.ndarray]:
 
 
 def push(sim: PushTSim, rng: np.random.Generator) -> Primitive:
-    """Linear push: approach a contact point, push ~10-16 cm (100-160 units) along a direction
-    within 20 degrees of the inward normal. Succeeds when the block's centre travels >= 40% of it."""
+    """Linear push: approach a contact point, push 100-160 canvas units (the crossbar is 120
+    long; the paper pushes ~15 cm) along a direction within 20 degrees of the inward normal.
+    Succeeds when the block's centre travels >= 40% of that."""
     pose0 = sim.last.block_pose
     for _ in range(PLAN_TRIES):
         point, normal = _sample_contact(rng)

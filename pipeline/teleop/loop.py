@@ -1,8 +1,9 @@
 """The fixed-rate sim loop: the single writer of the session.
 
-Ticks are phase-locked to a grid of 1/fps seconds. A tick that overruns (model step slower
-than the period) makes the loop skip the grid points it missed instead of running late ones
-back to back: time passes as on a real robot and nothing queues up. Client commands are
+Ticks follow a grid of 1/fps seconds. A tick that overruns (model step slower than the
+period) drops the grid points it missed, runs the next tick at once and restarts the grid
+from there, instead of running the missed ticks back to back: time passes as on a real robot,
+nothing queues up, and the achieved rate is min(fps, 1 / tick time). Client commands are
 queued by the event loop and applied by the sim thread at the start of the next tick, so the
 session, and the recording in it, only ever change on that one thread.
 """
@@ -82,10 +83,13 @@ class SimLoop:
             deadline += period
             late = loop.time() - deadline
             if late > 0:
-                missed = int(late // period) + 1
+                # Overran: the grid points that passed are dropped, the next tick runs at once
+                # and the grid restarts from there. No backlog is ever worked off in a burst.
+                missed = int(late // period)
                 self.dropped += missed
-                deadline += missed * period
-                log.debug("tick overran by %.1f ms; dropped %d tick(s)", late * 1e3, missed)
+                deadline += late
+                if missed:
+                    log.debug("tick overran by %.1f ms; dropped %d tick(s)", late * 1e3, missed)
 
     def tick_sync(self, commands: list[Command], wall_time: float) -> TickPacket:
         """Apply queued commands, advance one step, encode the frame. Runs on the sim thread."""

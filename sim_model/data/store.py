@@ -56,8 +56,10 @@ class EpisodeStore:
         if existing is not None and not overwrite:
             raise SpecError(f"a Zarr store already exists at {location}; pass overwrite=True to "
                             "replace it, or EpisodeStore.open(path, mode='a') to append to it.")
-        if existing is None and not layout.is_url(location) and _non_empty_dir(location):
-            raise SpecError(f"{location} is a non-empty directory that is not a Zarr store; "
+        if existing is None and _holds_other_data(location, store):
+            # zarr's mode="w" below would delete whatever is there (a whole bucket, for s3://b).
+            kind = "prefix" if layout.is_url(location) else "directory"
+            raise SpecError(f"{location} is a non-empty {kind} that is not a Zarr store; "
                             "choose a new path for the episode store.")
         root = zarr.open_group(store, mode="w", zarr_format=2)
         layout.create_arrays(root, features)
@@ -260,7 +262,11 @@ def _try_open_group(store: Any) -> Any | None:
         return None
 
 
-def _non_empty_dir(location: str) -> bool:
+def _holds_other_data(location: str, store: Any) -> bool:
+    if layout.is_url(location):
+        from zarr.core.sync import sync
+
+        return not sync(store.is_empty(""))
     path = Path(location)
     return path.is_dir() and any(path.iterdir())
 

@@ -69,6 +69,10 @@ def zarr_store(location: str, *, read_only: bool, storage_options: dict[str, Any
     from zarr.storage import FsspecStore, LocalStore
 
     if is_url(location):
+        from sim_model.data.store_s3 import is_s3, open_s3_store
+
+        if is_s3(location):  # fails fast, with the fix, on a missing bucket or bad credentials
+            return open_s3_store(location, read_only=read_only, storage_options=storage_options)
         return FsspecStore.from_url(location, storage_options=storage_options, read_only=read_only)
     if storage_options:
         raise SpecError(f"storage_options were given for the local path {location}; they only "

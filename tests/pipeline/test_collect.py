@@ -133,12 +133,16 @@ def test_primitive_does_what_it_means(primitive: str) -> None:
         assert min(moved) > 0.05
 
 
-def test_progress_bar_on_stderr(two_workers: Path, capsys: pytest.CaptureFixture[str],
+def test_progress_bar_and_resolution(two_workers: Path, capsys: pytest.CaptureFixture[str],
                                 tmp_path: Path) -> None:
-    assert _collect(tmp_path / "bar.zarr", "--workers", "1", episodes=1, steps=5) == 0
+    out = tmp_path / "bar.zarr"
+    assert _collect(out, "--workers", "1", "--resolution", "32", episodes=1, steps=5) == 0
     captured = capsys.readouterr()
     assert "1/1" in captured.err
-    assert "1 episodes x 5 steps" in captured.out
+    assert "1 episodes x 5 steps at 32x32" in captured.out
+    store = EpisodeStore.open(out)
+    assert store.features == pusht_features(32)
+    assert store.episode(0).frames["top"].shape == (5, 32, 32, 3)
 
 
 @pytest.mark.parametrize(("args", "message"), [

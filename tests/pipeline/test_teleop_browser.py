@@ -26,6 +26,10 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 STEP = 0.4 * 512 / 10
 N = 6
+GAMEPAD = """
+window.pad = {axes: [0, 0, 0, 0], buttons: Array.from({length: 17}, () => ({pressed: false}))};
+navigator.getGamepads = () => [window.pad];
+"""
 
 pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason=f"{CHROMIUM} is not installed "
                                 "(apt-get install chromium)")
@@ -106,11 +110,26 @@ def test_keys_drive_the_model_and_recordings_reach_the_store(teleop_url: str, tm
             assert float(page.inner_text("#sim-fps")) > 0
             assert float(page.inner_text("#delivered-fps")) > 0
             saved_text = page.inner_text("#saved")
+
+            # A third tab with a gamepad (the Gamepad API, stubbed: headless has no devices).
+            pad = context.new_page()
+            pad.add_init_script(GAMEPAD)
+            pad.goto(teleop_url)
+            pad.wait_for_function("Number(document.getElementById('step').dataset.seq) > 0")
+            pad.click("#take-control")
+            pad.wait_for_function("document.getElementById('role').textContent === 'controlling'")
+            pad.evaluate("window.pad.axes = [-1, 0, 0, 0]")  # left stick fully left
+            press_start = "window.pad.buttons[9] = {pressed: true}; setTimeout(() => " \
+                "window.pad.buttons[9] = {pressed: false}, 200)"
+            pad.evaluate(press_start)  # Start: record
+            pad.wait_for_function("Number(document.getElementById('rec-status').dataset.steps) >= 3")
+            pad.evaluate(press_start)  # Start again: stop and save
+            pad.wait_for_function("document.getElementById('saved').textContent.includes('#2')")
         finally:
             context.close()
 
     store = EpisodeStore.open(tmp_path / "demos.zarr")
-    assert len(store) == 2
+    assert len(store) == 3
     first, second = store.episode(0), store.episode(1)
     assert len(first) == N and first.meta.source == "teleop" and first.meta.task == "push T"
     np.testing.assert_allclose(np.diff(first.action[:, 0]), STEP, rtol=1e-4)  # ArrowRight held
@@ -119,3 +138,6 @@ def test_keys_drive_the_model_and_recordings_reach_the_store(teleop_url: str, tm
     np.testing.assert_allclose(np.diff(second.action[:, 1]), STEP, rtol=1e-4)  # ArrowDown held
     np.testing.assert_allclose(np.diff(second.action[:, 0]), 0)  # ArrowRight released
     assert first.frames["top"].shape == (N, 32, 32, 3) and first.state.shape == (N, 2)
+    third = store.episode(2)
+    assert len(third) >= 3
+    np.testing.assert_allclose(np.diff(third.action[:, 0]), -STEP, rtol=1e-4)  # stick left

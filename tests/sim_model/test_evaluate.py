@@ -37,7 +37,7 @@ def self_store(model, tmp_path_factory):
         first = rng.integers(0, 256, (1, 1, 32, 32, 3), dtype=np.uint8)
         actions = rng.uniform(0, 512, (1, length - 1, 2)).astype(np.float32)
         rolled = model.rollout(first, actions, seeds=[i]).frames[0]  # (T-1, 1, 32, 32, 3)
-        frames = np.concatenate([first[0], rolled])[:, 0]
+        frames = np.concatenate([first, rolled])[:, 0]  # (T, 32, 32, 3)
         action = np.concatenate([actions[0], actions[0, -1:]])  # the last action is never used
         state = rng.uniform(0, 512, (length, 2)).astype(np.float32)
         extras = {"block_pose": np.zeros((length, 3), np.float32),
@@ -113,7 +113,8 @@ def test_skips_horizons_longer_than_every_episode(model, tiny_pusht_store, caplo
 
 def test_context_frames_seed_the_window(model, tiny_pusht_store):
     report = evaluate_fidelity(model, tiny_pusht_store, horizons=(3,), start=2, context_frames=3).report
-    assert report.context_frames == 3 and report.horizons[0].episodes == [0, 1, 2]
+    # lengths 7, 12, 5: episode 2 has only 2 frames after frame 2
+    assert report.context_frames == 3 and report.horizons[0].episodes == [0, 1]
     with pytest.raises(SpecError, match="start=1 leaves no room for 3 context frames"):
         evaluate_fidelity(model, tiny_pusht_store, horizons=(3,), start=1, context_frames=3)
 

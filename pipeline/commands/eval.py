@@ -1,0 +1,253 @@
+"""`iws eval <evaluation>`: measure a world model against recorded data.
+
+  iws eval fidelity  --model CKPT --data STORE [--horizons 1,10,50,200] --out DIR
+  iws eval stability --model CKPT --init STORE[#EP:FRAME] --steps 6000 --out DIR
+
+Each evaluation is one `_register_<name>` function below (parser + `func`); adding one (e.g.
+`iws eval policy`) is a new function and a line in EVALUATIONS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("iws.eval")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("eval", help="evaluate a world model (fidelity, stability)",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    evaluations = parser.add_subparsers(dest="evaluation", required=True)
+    for register_evaluation in EVALUATIONS:
+        register_evaluation(evaluations)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="checkpoint directory or bundled name ('pusht')")
+    parser.add_argument("--out", required=True, help="directory for the report, plots and videos")
+    parser.add_argument("--object-mask", choices=["none", "pusht"], default="none",
+                        help="task-specific object checks: 'pusht' adds T-mask IoU and the T's "
+                        "rigid-shape score (and, for stability, agent visibility)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None,
+                        help="inference precision (default: the checkpoint's setting)")
+    parser.add_argument("--seed", type=int, default=0, help="noise seed (row seed = seed + episode)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _register_fidelity(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "fidelity", help="PSNR/SSIM per horizon against recorded episodes, beside repeat-last-frame",
+        description="Roll the model from frame --start of recorded episodes under their recorded "
+        "actions (action t produces frame t+1) and compare with the recorded frames. Use episodes "
+        "the model was not trained on. Writes metrics.json, fidelity.png and rollouts.gif to --out.")
+    _common(parser)
+    parser.add_argument("--data", required=True, help="Zarr episode store of held-out episodes")
+    parser.add_argument("--horizons", default="1,10,50,200", help="comma-separated step counts")
+    parser.add_argument("--episodes", type=int, help="evaluate the first N episodes (default all)")
+    parser.add_argument("--start", type=int, default=0, help="frame each rollout starts from")
+    parser.add_argument("--context-frames", type=int, default=1,
+                        help="real frames (ending at --start) that seed the model's window")
+    parser.add_argument("--batch-size", type=int, default=8, help="episodes rolled together")
+    parser.add_argument("--videos", type=int, default=4, help="episodes in the side-by-side video")
+    parser.add_argument("--video-format", choices=["gif", "mp4"], default="gif")
+    parser.set_defaults(func=run_fidelity)
+
+
+def _register_stability(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "stability", help="roll thousands of steps from one real frame and track frame health",
+        description="Roll the model for --steps under a seeded smooth random walk through the "
+        "action range, recording per step whether outputs stay finite, frame intensity and "
+        "contrast, and with --object-mask pusht agent visibility and the T's rigid-shape score. "
+        "Writes stability.json, stability.png and stability_frames.png to --out.")
+    _common(parser)
+    parser.add_argument("--init", required=True,
+                        help="initial frame: STORE (episode 0, frame 0), STORE#EPISODE:FRAME, or an image")
+    parser.add_argument("--steps", type=int, default=6000, help="rollout length (6000 = 10 min at 10 Hz)")
+    parser.add_argument("--actions", choices=["random_walk"], default="random_walk",
+                        help="action stream (a seeded smooth random walk within the action range)")
+    parser.add_argument("--speed", type=float, default=0.05,
+                        help="typical step of the walk as a fraction of the action range")
+    parser.add_argument("--probe-every", type=int, default=1,
+                        help="run the object probes every N steps (they cost ~20 ms a frame)")
+    parser.set_defaults(func=run_stability)
+
+
+EVALUATIONS = [_register_fidelity, _register_stability]
+
+
+def _positive(value: int | None, flag: str) -> None:
+    from pipeline.cli import UserError
+
+    if value is not None and value < 1:
+        raise UserError(f"{flag} must be at least 1, got {value}.")
+
+
+def parse_horizons(text: str) -> list[int]:
+    from pipeline.cli import UserError
+
+    try:
+        horizons = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(f"--horizons {text!r} is not a comma-separated list of integers, "
+                        "e.g. 1,10,50,200.") from None
+    if not horizons or min(horizons) < 1:
+        raise UserError(f"--horizons {text!r}: give positive step counts, e.g. 1,10,50,200.")
+    return horizons
+
+
+def _load_model(args: argparse.Namespace) -> Any:
+    import torch
+
+    from pipeline.cli import UserError
+    from sim_model.world_model import WorldModel
+
+    _positive(args.threads, "--threads")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"--device {args.device}: no CUDA device is visible here; use --device cpu.")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return WorldModel.load(args.model, device=args.device, precision=args.precision)
+
+
+def _analyzer(args: argparse.Namespace) -> Any:
+    if args.object_mask == "pusht":
+        from pipeline.pusht.vision import PushTAnalyzer
+
+        return PushTAnalyzer()
+    return None
+
+
+def _progress(args: argparse.Namespace) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    return Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                    TimeRemainingColumn(), disable=args.no_progress, transient=True)
+
+
+def _console() -> Any:
+    """A console that does not wrap the wide tables into 80 columns when piped to a file."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
+
+
+def _warn_if_training_data(model: Any, data: str) -> None:
+    trained_on = model.config.provenance.data
+    if trained_on and Path(trained_on).resolve() == Path(data).resolve():
+        log.warning("the model was trained on %s (all but a random few of its episodes); "
+                    "fidelity on training episodes overstates it - evaluate a store collected "
+                    "separately, e.g. with another seed.", data)
+
+
+def run_fidelity(args: argparse.Namespace) -> int:
+    from pipeline.cli import UserError
+    from pipeline.evaluation import report as out
+    from sim_model.data.store import EpisodeStore
+    from sim_model.evaluate import evaluate_fidelity
+    from workers.actions.streams import dataset_kind
+
+    horizons = parse_horizons(args.horizons)
+    for flag in ("episodes", "batch_size", "context_frames"):
+        _positive(getattr(args, flag), "--" + flag.replace("_", "-"))
+    if args.start < 0:
+        raise UserError(f"--start must be >= 0, got {args.start}.")
+    if dataset_kind(args.data) != "zarr":
+        raise UserError(f"--data {args.data} is not a Zarr episode store; convert it first with "
+                        "`iws import`.")
+    model = _load_model(args)
+    store = EpisodeStore.open(args.data, "r")
+    _warn_if_training_data(model, args.data)
+    episodes = None
+    if args.episodes is not None:
+        if args.episodes > len(store):
+            log.warning("--episodes %d but the store has %d; evaluating all", args.episodes, len(store))
+        episodes = range(min(args.episodes, len(store)))
+    with _progress(args) as bar:
+        task = bar.add_task("fidelity", total=None)
+        result = evaluate_fidelity(
+            model, store, horizons=horizons, episodes=episodes, start=args.start,
+            context_frames=args.context_frames, batch_size=args.batch_size, seed=args.seed,
+            analyzer=_analyzer(args), video_episodes=args.videos,
+            progress=lambda done, total: bar.update(task, completed=done, total=total))
+    outdir = Path(args.out)
+    out.write_json(outdir / "metrics.json", result.report)
+    out.plot_fidelity(result.report, outdir / "fidelity.png")
+    if result.videos:
+        video = outdir / f"rollouts.{args.video_format}"
+        out.write_video(out.side_by_side(result.videos), video, fps=store.features.fps)
+    _console().print(out.fidelity_table(result.report))
+    log.info("wrote %s (metrics.json, fidelity.png, rollouts.%s)", outdir, args.video_format)
+    return 0
+
+
+def _init_ref(text: str) -> str:
+    """STORE -> STORE#0:0; references and image paths pass through."""
+    if "#" in text or Path(text).suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp", ".webp"):
+        return text
+    return f"{text}#0:0"
+
+
+def _load_init(ref: str, model: Any) -> tuple[Any, Any]:
+    """Frames (V, H, W, 3) and state (S,) or None of one initial frame, checked against the model."""
+    from pipeline.cli import UserError
+    from workers.init_frames import check_dataset_matches, load_init, parse_ref
+
+    parsed = parse_ref(ref)
+    if parsed is not None:
+        lengths = check_dataset_matches(parsed[0], model.features)
+        _, episode, frame = parsed
+        if not 0 <= episode < len(lengths) or not 0 <= frame < lengths[episode]:
+            raise UserError(f"--init {ref}: episode {episode} frame {frame} does not exist "
+                            f"({len(lengths)} episodes).")
+    frames, state = load_init([ref], model.features)
+    return frames[0], None if state is None else state[0]
+
+
+def random_walk_actions(features: Any, steps: int, speed: float, seed: int, start: Any) -> Any:
+    """(steps, A) float32: a seeded smooth random walk within the FeatureSpec's action range,
+    starting at `start` (raw units, e.g. the agent's position) or the middle of the range."""
+    import numpy as np
+
+    from workers.actions.base import ActionBounds
+    from workers.actions.scripted import plan_random_walk
+
+    bounds = ActionBounds.from_features(features, purpose="the stability action stream")
+    unit = np.full(features.action_dim, 0.5)
+    if start is not None and len(start) == features.action_dim:
+        unit = np.clip((np.asarray(start) - bounds.low) / bounds.span, 0.05, 0.95)
+    path = plan_random_walk(np.random.default_rng(seed), unit, speed, steps)  # unit coordinates
+    return bounds.clip(bounds.low + path * bounds.span)
+
+
+def run_stability(args: argparse.Namespace) -> int:
+    from pipeline.cli import UserError
+    from pipeline.evaluation import report as out
+    from sim_model.stability import run_stability as roll
+
+    _positive(args.steps, "--steps")
+    _positive(args.probe_every, "--probe-every")
+    if not 0 < args.speed <= 0.5:
+        raise UserError(f"--speed {args.speed}: give a fraction of the action range in (0, 0.5].")
+    model = _load_model(args)
+    ref = _init_ref(args.init)
+    frames, state = _load_init(ref, model)
+    actions = random_walk_actions(model.features, args.steps, args.speed, args.seed, state)
+    with _progress(args) as bar:
+        task = bar.add_task("stability", total=args.steps)
+        result = roll(model, frames, actions, state=state, seed=args.seed, analyzer=_analyzer(args),
+                      probe_every=args.probe_every, init_ref=ref,
+                      progress=lambda done, total: bar.update(task, completed=done))
+    outdir = Path(args.out)
+    out.write_json(outdir / "stability.json", result.report)
+    out.plot_stability(result.report, outdir / "stability.png")
+    out.write_filmstrip(result.snapshots, outdir / "stability_frames.png")
+    _console().print(out.stability_table(result.report))
+    log.info("wrote %s (stability.json, stability.png, stability_frames.png)", outdir)
+    return 0

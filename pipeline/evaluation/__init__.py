@@ -1,0 +1,1 @@
+"""Evaluation jobs behind `iws eval`: output writers shared by its subcommands."""

@@ -1,0 +1,172 @@
+"""What `iws eval` leaves behind: JSON reports, plots, side-by-side videos and terminal tables.
+
+Every file is written to a temporary sibling and renamed into place, so an interrupted run
+leaves the previous file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+from rich.table import Table
+
+from sim_model.evaluate import EpisodeVideo, FidelityReport, Stat
+from sim_model.stability import StabilityReport
+
+METRIC_TITLES = {"psnr": "PSNR (dB)", "ssim": "SSIM", "object_iou": "object-mask IoU",
+                 "shape_score": "rigid-shape score"}
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path with the same suffix; rename it onto `path` if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json(path: str | os.PathLike[str], report: BaseModel) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(report.model_dump_json(indent=2))
+
+
+def _figure(rows: int, cols: int, size: tuple[float, float]):  # noqa: ANN202 (matplotlib types)
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never opens a window
+    import matplotlib.pyplot as plt
+
+    return plt, *plt.subplots(rows, cols, figsize=size, squeeze=False)
+
+
+def plot_fidelity(report: FidelityReport, path: str | os.PathLike[str]) -> None:
+    """One panel per metric: mean +- std over episodes vs horizon, model and reference."""
+    metrics = [m for m in METRIC_TITLES if getattr(report.horizons[0], m) is not None]
+    plt, fig, axes = _figure(1, len(metrics), (4.2 * len(metrics), 3.6))
+    horizons = [h.horizon for h in report.horizons]
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        for who in getattr(report.horizons[0], metric):
+            stats: list[Stat] = [getattr(h, metric)[who] for h in report.horizons]
+            ax.errorbar(horizons, [s.mean for s in stats], yerr=[s.std for s in stats], capsize=3,
+                        marker="o", label=who, linestyle="-" if who == "model" else "--")
+        ax.set_xscale("log")
+        ax.set_xlabel("horizon (steps)")
+        ax.set_title(METRIC_TITLES[metric])
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(f"fidelity of {report.checkpoint_hash} on {Path(report.data).name}")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+
+
+def plot_stability(report: StabilityReport, path: str | os.PathLike[str]) -> None:
+    """One panel per recorded series over the steps (probes: the steps where they ran)."""
+    keys = list(report.series)
+    plt, fig, axes = _figure(len(keys), 1, (9.0, 1.9 * len(keys)))
+    for ax, key in zip(axes[:, 0], keys, strict=True):
+        values = np.array([np.nan if v is None else v for v in report.series[key]])
+        steps = np.arange(1, len(values) + 1)
+        ok = ~np.isnan(values)
+        ax.plot(steps[ok], values[ok], linewidth=0.8)
+        ax.set_ylabel(key, fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("step")
+    fig.suptitle(f"{report.steps}-step rollout of {report.checkpoint_hash} from {report.init}")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+
+
+def _upscale(frames: np.ndarray, min_size: int = 96) -> np.ndarray:
+    """Nearest-neighbour upscale (..., H, W, 3) so small test-size frames stay visible."""
+    factor = max(1, -(-min_size // frames.shape[-2]))
+    return frames.repeat(factor, axis=-3).repeat(factor, axis=-2)
+
+
+def _tile(frames: np.ndarray, gap: int = 2) -> np.ndarray:
+    """(N, H, W, 3) -> (H, N*W + gaps, 3) with white separators."""
+    h = frames.shape[1]
+    sep = np.full((h, gap, 3), 255, np.uint8)
+    parts = [p for f in frames for p in (f, sep)][:-1]
+    return np.concatenate(parts, axis=1)
+
+
+def side_by_side(videos: Sequence[EpisodeVideo]) -> np.ndarray:
+    """(T, H', W', 3): one row per episode, truth views | model views; short ones hold their end."""
+    length = max(len(v.truth) for v in videos)
+    rows = []
+    for v in videos:
+        pad = length - len(v.truth)
+        truth = np.concatenate([v.truth, np.repeat(v.truth[-1:], pad, 0)])  # (T, V, H, W, 3)
+        model = np.concatenate([v.model, np.repeat(v.model[-1:], pad, 0)])
+        pair = _upscale(np.concatenate([truth, model], axis=1))  # (T, 2V, H, W, 3)
+        rows.append(np.stack([_tile(step, gap=4) for step in pair]))
+    gap = np.full((length, 4, rows[0].shape[2], 3), 255, np.uint8)
+    return np.concatenate([p for r in rows for p in (r, gap)][:-1], axis=1)
+
+
+def write_video(frames: np.ndarray, path: str | os.PathLike[str], fps: float) -> None:
+    """GIF (or MP4 by suffix) of (T, H, W, 3) uint8 frames."""
+    import imageio.v3 as iio
+
+    with atomic_path(path) as tmp:
+        if Path(path).suffix == ".gif":
+            iio.imwrite(tmp, frames, duration=1000 / fps, loop=0)
+        else:
+            iio.imwrite(tmp, frames, fps=fps, codec="libx264", plugin="pyav")
+
+
+def write_filmstrip(snapshots: np.ndarray, path: str | os.PathLike[str]) -> None:
+    """PNG of snapshot frames (K, V, H, W, 3) side by side (first camera)."""
+    from PIL import Image
+
+    with atomic_path(path) as tmp:
+        Image.fromarray(_tile(_upscale(snapshots[:, 0]))).save(tmp)
+
+
+def _cell(stats: dict[str, Stat] | None, who: str, digits: int) -> str:
+    if stats is None or who not in stats:
+        return "-"
+    s = stats[who]
+    return f"{s.mean:.{digits}f} ± {s.std:.{digits}f}"
+
+
+def fidelity_table(report: FidelityReport) -> Table:
+    table = Table(title=f"fidelity: {len(report.episodes)} episodes from frame {report.start} "
+                  "(mean ± std over episodes)")
+    columns = [("h", None, None, 0), ("n", None, None, 0), ("PSNR model", "psnr", "model", 2),
+               ("PSNR repeat", "psnr", "baseline", 2), ("SSIM model", "ssim", "model", 3),
+               ("SSIM repeat", "ssim", "baseline", 3)]
+    if report.horizons[0].object_iou is not None:
+        columns += [("IoU model", "object_iou", "model", 3), ("IoU repeat", "object_iou", "baseline", 3),
+                    ("shape model", "shape_score", "model", 3), ("shape truth", "shape_score", "truth", 3)]
+    for name, *_ in columns:
+        table.add_column(name, justify="right")
+    for h in report.horizons:
+        cells = [str(h.horizon), str(len(h.episodes))]
+        cells += [_cell(getattr(h, metric), who, d) for _, metric, who, d in columns[2:]]
+        table.add_row(*cells)
+    return table
+
+
+def stability_table(report: StabilityReport) -> Table:
+    table = Table(title=f"stability: {report.steps} steps from {report.init} "
+                  f"(all finite: {report.all_finite})")
+    for name in ("series", "mean", "min", "max", "first 10%", "last 10%"):
+        table.add_column(name, justify="right" if name != "series" else "left")
+    for key, s in report.summary.items():
+        table.add_row(key, *(f"{v:.3f}" for v in (s.mean, s.min, s.max, s.first, s.last)))
+    return table

@@ -1,0 +1,62 @@
+"""lerobot-train (offline, CPU, subprocess) trains ACT and Diffusion Policy on an iws export.
+
+Tiny on purpose: 3 episodes x 20 steps at 32x32, batch 2, 10 steps, small networks. Each run is
+~10 s of training after ~30 s of lerobot start-up on the 2-core CI machine.
+"""
+
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.export.lerobot import export_lerobot
+from schemas import pusht_features
+from sim_model.data.store import EpisodeStore
+from tests.fixtures.store import make_pusht_episode
+
+pytestmark = pytest.mark.slow
+REPO = "iws/train_tiny"
+COMMON = ["--steps=10", "--batch_size=2", "--num_workers=0", "--log_freq=5", "--eval_freq=0",
+          "--save_checkpoint=false", "--wandb.enable=false", "--policy.device=cpu",
+          "--policy.push_to_hub=false"]
+POLICIES = {
+    # ACT's ResNet-18 would download ImageNet weights: lerobot 0.4.4's field is
+    # `pretrained_backbone_weights` (default "ResNet18_Weights.IMAGENET1K_V1"); null disables it.
+    "act": ["--policy.pretrained_backbone_weights=null", "--policy.dim_model=64",
+            "--policy.n_heads=2", "--policy.dim_feedforward=128", "--policy.n_encoder_layers=1",
+            "--policy.n_decoder_layers=1", "--policy.chunk_size=8", "--policy.n_action_steps=8"],
+    # Diffusion requires observation.state (the export writes it); horizon divisible by 2^2.
+    "diffusion": ["--policy.horizon=8", "--policy.n_action_steps=4",
+                  "--policy.drop_n_last_frames=3", "--policy.down_dims=[32,64]",
+                  "--policy.diffusion_step_embed_dim=32",
+                  "--policy.spatial_softmax_num_keypoints=8"],
+}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    features = pusht_features(resolution=32)
+    store = EpisodeStore.create(tmp_path_factory.mktemp("src") / "store.zarr", features)
+    for index in range(3):
+        store.append(make_pusht_episode(features, index, 20))
+    return export_lerobot(store, tmp_path_factory.mktemp("lr") / "train_tiny", repo_id=REPO)
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_lerobot_train_runs(dataset, tmp_path, policy):
+    script = Path(sys.executable).with_name("lerobot-train")
+    command = [str(script), f"--dataset.repo_id={REPO}", f"--dataset.root={dataset}",
+               f"--policy.type={policy}", f"--output_dir={tmp_path / 'run'}",
+               *COMMON, *POLICIES[policy]]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "SVT_LOG": "1",
+           "WANDB_MODE": "disabled"}
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-4000:]
+    assert "End of training" in log
+    losses = [float(x) for x in re.findall(r"step:\d+ .*?loss:([-\d.e+na]+)", log)]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses), losses
