@@ -218,7 +218,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="fp32")
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
     parser.add_argument("--client", choices=("chromium", "ws"),
                         default="chromium" if shutil.which(CHROMIUM) else "ws")
     parser.add_argument("--screenshot", help="save a screenshot of the page (first row) here")

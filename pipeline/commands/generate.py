@@ -15,6 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--address", default=None,
                         help="Ray cluster to join (default: RAY_ADDRESS, else an embedded local Ray)")
     parser.add_argument("--output", default=None, help="override output.path of the spec")
+    parser.add_argument("--model", default=None, help="override the spec's model (checkpoint dir or name)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a spec field, e.g. --set episodes=100 --set resources.num_gpus=0.5")
     parser.add_argument("--overwrite", action="store_true",
                         help="delete what an earlier run wrote to the output first")
     parser.add_argument("--check", action="store_true",
@@ -31,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
 
     if os.getcwd() not in sys.path:  # policies/scorers named 'module:fn' may live in the working dir
         sys.path.insert(0, os.getcwd())
-    spec = load_job(args.job, output=args.output)
+    spec = load_job(args.job, output=args.output, model=args.model, overrides=args.overrides)
     if args.check:
         plan = preflight(spec)
         print(f"{args.job}: OK - {len(plan.episodes)} episodes x {spec.horizon} steps with model "

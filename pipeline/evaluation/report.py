@@ -20,6 +20,7 @@ from sim_model.stability import StabilityReport
 
 METRIC_TITLES = {"psnr": "PSNR (dB)", "ssim": "SSIM", "object_iou": "object-mask IoU",
                  "shape_score": "rigid-shape score"}
+LINE_LABELS = {"model": "model", "baseline": "repeat start frame", "truth": "recorded frames"}
 
 
 @contextlib.contextmanager
@@ -58,7 +59,7 @@ def plot_fidelity(report: FidelityReport, path: str | os.PathLike[str]) -> None:
         for who in getattr(report.horizons[0], metric):
             stats: list[Stat] = [getattr(h, metric)[who] for h in report.horizons]
             ax.errorbar(horizons, [s.mean for s in stats], yerr=[s.std for s in stats], capsize=3,
-                        marker="o", label=who, linestyle="-" if who == "model" else "--")
+                        marker="o", label=LINE_LABELS.get(who, who), linestyle="-" if who == "model" else "--")
         ax.set_xscale("log")
         ax.set_xlabel("horizon (steps)")
         ax.set_title(METRIC_TITLES[metric])
@@ -104,8 +105,20 @@ def _tile(frames: np.ndarray, gap: int = 2) -> np.ndarray:
     return np.concatenate(parts, axis=1)
 
 
+def _label_strip(width: int, labels: Sequence[tuple[int, str]], height: int = 12) -> np.ndarray:
+    """(height, width, 3) white strip with text at the given x offsets."""
+    from PIL import Image, ImageDraw
+
+    strip = Image.new("RGB", (width, height), (255, 255, 255))
+    draw = ImageDraw.Draw(strip)
+    for x, text in labels:
+        draw.text((x + 2, 0), text, fill=(0, 0, 0))
+    return np.asarray(strip)
+
+
 def side_by_side(videos: Sequence[EpisodeVideo]) -> np.ndarray:
-    """(T, H', W', 3): one row per episode, truth views | model views; short ones hold their end."""
+    """(T, H', W', 3): one row per episode, truth views | model views (labelled on top); short
+    episodes hold their last frame."""
     length = max(len(v.truth) for v in videos)
     rows = []
     for v in videos:
@@ -115,7 +128,10 @@ def side_by_side(videos: Sequence[EpisodeVideo]) -> np.ndarray:
         pair = _upscale(np.concatenate([truth, model], axis=1))  # (T, 2V, H, W, 3)
         rows.append(np.stack([_tile(step, gap=4) for step in pair]))
     gap = np.full((length, 4, rows[0].shape[2], 3), 255, np.uint8)
-    return np.concatenate([p for r in rows for p in (r, gap)][:-1], axis=1)
+    body = np.concatenate([p for r in rows for p in (r, gap)][:-1], axis=1)
+    half = (rows[0].shape[2] + 4) // 2  # the model's views start after the truth's and the gap
+    header = _label_strip(body.shape[2], [(0, "truth"), (half, "model")])
+    return np.concatenate([np.broadcast_to(header, (length, *header.shape)), body], axis=1)
 
 
 def write_video(frames: np.ndarray, path: str | os.PathLike[str], fps: float) -> None:

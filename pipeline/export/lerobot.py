@@ -85,6 +85,7 @@ def export_lerobot(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
 
         repair_and_verify(root, summaries, fps)
         _replace_dir(root, dest)
+        _forget_open_videos()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     log.info("exported %d episodes (%d frames) to %s", len(source), source.n_frames, dest)
@@ -192,6 +193,15 @@ def _shards(n: int, workers: int) -> list[range]:
     count = min(workers, n)  # aggregate_datasets breaks on a shard without episodes
     size = math.ceil(n / count)
     return [range(s, min(s + size, n)) for s in range(0, n, size)]
+
+
+def _forget_open_videos() -> None:
+    """Drop lerobot's process-wide torchcodec decoder cache. It is keyed by file path, so a
+    LeRobotDataset opened in this process after re-exporting to the same path would otherwise
+    decode the replaced video through the old file's still-open handle."""
+    from lerobot.datasets import video_utils
+
+    video_utils._default_decoder_cache.clear()
 
 
 def _replace_dir(new: Path, dest: Path) -> None:

@@ -105,7 +105,7 @@ def _packet_times(path: Path) -> np.ndarray:
 
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
-        base = stream.time_base
+        base = stream.time_base or Fraction(1, 1)
         pts = sorted(p.pts for p in container.demux(stream) if p.pts is not None and p.size)
     return np.array([float(Fraction(p) * base) for p in pts], dtype=np.float64)
 

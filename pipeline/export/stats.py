@@ -53,7 +53,7 @@ def image_stats(hist: np.ndarray, frames: int) -> Stats:
     }
     for key, q in QUANTILES.items():
         stats[key] = np.array([_hist_quantile(h, q) for h in hist], dtype=np.float64)
-    out = {key: (value / 255.0).reshape(3, 1, 1) for key, value in stats.items()}
+    out: Stats = {key: (value / 255.0).reshape(3, 1, 1) for key, value in stats.items()}
     out["count"] = np.array([frames], dtype=np.int64)
     return out
 

@@ -86,7 +86,9 @@ def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | N
                 WorldModelReplica,
                 fn_constructor_kwargs={"job": spec.model_dump_json(), "out": spec.output.path},
                 batch_size=1, batch_format="numpy",
-                compute=ActorPoolStrategy(size=min(spec.replicas, len(rows))),
+                # Two calls per replica: one group writes its episodes while the next one rolls.
+                compute=ActorPoolStrategy(size=min(spec.replicas, len(rows)),
+                                          max_concurrent_calls_per_actor=2),
                 num_cpus=spec.resources.num_cpus, num_gpus=spec.resources.num_gpus)
             for row in ds.iter_rows():
                 on_record(EpisodeRecord.model_validate_json(str(row["record"])))

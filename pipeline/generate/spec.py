@@ -5,10 +5,27 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
-from schemas import JobSpec, load_yaml
+import yaml
+
+from schemas import JobSpec, SpecError
+from schemas.errors import validate
 from schemas.job import PolicySource, ReplaySource
 from workers import storage
+
+
+def load_yaml_mapping(path: Path) -> dict[str, Any]:
+    """The mapping a YAML job file holds; SpecError for a missing, unparsable or non-mapping file."""
+    if not path.is_file():
+        raise SpecError(f"job file {path} does not exist; pass the path of a YAML job spec.")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise SpecError(f"{path} is not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path} must hold a mapping of fields, found {type(data).__name__}.")
+    return data
 
 
 def _resolve(value: str, base: Path) -> str:
@@ -47,10 +64,38 @@ def resolve_paths(spec: JobSpec, base: Path, output: str | None = None) -> JobSp
     return data
 
 
-def load_job(path: str | Path, output: str | None = None) -> JobSpec:
-    """Validate a YAML job file (SpecError naming the field otherwise) and resolve its paths."""
-    spec = load_yaml(JobSpec, path)
-    return resolve_paths(spec, Path(path).resolve().parent, output)
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply command-line 'dotted.field=value' settings (values parsed as YAML) to a job dict."""
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise SpecError(f"--set '{item}' is not FIELD=VALUE (e.g. --set episodes=100).")
+        target = data
+        *parents, leaf = key.split(".")
+        for part in parents:
+            child = target.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise SpecError(f"--set '{item}': '{part}' is not a group of fields.")
+            target = child
+        target[leaf] = yaml.safe_load(text)
+    return data
+
+
+def load_job(path: str | Path, output: str | None = None, model: str | None = None,
+             overrides: list[str] | None = None) -> JobSpec:
+    """Validate a YAML job file (SpecError naming the field otherwise) and resolve its paths.
+
+    `output` and `model` (command-line paths, relative to the working directory) and `overrides`
+    ('field=value') replace what the file says.
+    """
+    path = Path(path)
+    data = load_yaml_mapping(path)
+    data = apply_overrides(data, overrides or [])
+    spec = validate(JobSpec, data, source=str(path))
+    spec = resolve_paths(spec, path.resolve().parent, output)
+    if model is not None:
+        spec.model = _resolve_model(model, Path.cwd())
+    return spec
 
 
 def spec_hash(spec: JobSpec) -> str:

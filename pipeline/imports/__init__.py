@@ -21,10 +21,13 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pipeline.imports.source import EpisodeSource, ReaderBase
 from schemas import SpecError
+
+if TYPE_CHECKING:
+    from sim_model.data.store import EpisodeStore
 
 log = logging.getLogger(__name__)
 Format = Literal["iws", "zarr-dp", "lerobot"]
@@ -97,7 +100,7 @@ def import_dataset(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
 
     source = src if isinstance(src, EpisodeSource) else open_dataset(src, **open_kwargs)  # type: ignore[arg-type]
     dest_path = Path(dest)
-    store = None
+    store: EpisodeStore | None = None
     if dest_path.exists() and not overwrite:
         store = _resumable(dest_path, source)
     if store is None:
@@ -111,7 +114,7 @@ def import_dataset(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
     return dest_path
 
 
-def _resumable(dest: Path, source: EpisodeSource) -> object:
+def _resumable(dest: Path, source: EpisodeSource) -> EpisodeStore:
     from sim_model.data.store import EpisodeStore
 
     try:

@@ -65,6 +65,11 @@ class LeRobotReader(ReaderBase):
         self._ends.setflags(write=False)
         self._columns = self._load_columns()
         self._image_cache: tuple[Path, Any] | None = None
+        self._decoders: Any = None
+        if video_backend() == "torchcodec":
+            from lerobot.datasets.video_utils import VideoDecoderCache
+
+            self._decoders = VideoDecoderCache()
         self._stem = iws_name(Path(self.path).name) or "lerobot"
 
     def __getstate__(self) -> dict[str, Any]:
@@ -140,18 +145,25 @@ class LeRobotReader(ReaderBase):
             return np.zeros((0, cam.height, cam.width, 3), np.uint8)
         if self._meta.features[lr_key]["dtype"] == "image":
             return self._png_frames(i, lr_key, rows)
-        from lerobot.datasets.video_utils import decode_video_frames
-
         episode = self._episodes.iloc[i]
         video = Path(self.path) / self._meta.get_video_file_path(int(self._episodes.index[i]), lr_key)
         offset = float(episode[f"videos/{lr_key}/from_timestamp"])
         stamps = (offset + self._columns["timestamp"][rows].astype(np.float64)).tolist()
         parts = []
         for b in range(0, len(stamps), _DECODE_BATCH):
-            batch = decode_video_frames(video, stamps[b:b + _DECODE_BATCH], self._tolerance_s,
-                                        video_backend())  # (n, 3, H, W) float32 in [0, 1]
+            batch = self._decode(video, stamps[b:b + _DECODE_BATCH])  # (n, 3, H, W) in [0, 1]
             parts.append((batch * 255).round().to(dtype=_torch_uint8()).permute(0, 2, 3, 1).numpy())
         return np.concatenate(parts)
+
+    def _decode(self, video: Path, stamps: list[float]) -> Any:
+        """lerobot's own decoders at lerobot's tolerance. torchcodec decoders are cached per
+        reader (lerobot's default cache is process-wide and keyed by path alone)."""
+        from lerobot.datasets import video_utils
+
+        if video_backend() == "torchcodec":
+            return video_utils.decode_video_frames_torchcodec(
+                video, stamps, self._tolerance_s, decoder_cache=self._decoders)
+        return video_utils.decode_video_frames_torchvision(video, stamps, self._tolerance_s, "pyav")
 
     def _png_frames(self, i: int, lr_key: str, rows: np.ndarray) -> np.ndarray:
         from PIL import Image

@@ -33,7 +33,8 @@ def open_dp_group(path: str | os.PathLike[str]) -> Any:
     except (FileNotFoundError, zarr.errors.GroupNotFoundError, zarr.errors.NodeTypeValidationError):
         raise SpecError(f"{location} is not a Zarr group; pass the path of a Diffusion-Policy "
                         "style store (data/<key>, meta/episode_ends).") from None
-    if "data" not in root or "meta" not in root or "episode_ends" not in root["meta"]:
+    meta = root.get("meta")
+    if "data" not in root or not isinstance(meta, zarr.Group) or "episode_ends" not in meta:
         raise SpecError(f"{location} lacks the Diffusion-Policy layout: it needs a 'data' group "
                         "and a 'meta/episode_ends' array.")
     return root

@@ -46,13 +46,24 @@ T_OUTLINE = 2.0
 T_AREA = 120.0 * 30.0 + 30.0 * 90.0
 T_CENTROID = np.array([0.0, (3600.0 * 15.0 + 2700.0 * 75.0) / T_AREA])  # area centroid, local
 AGENT_RADIUS = 15.0
-AGENT_MIN_FRACTION = 0.3  # share of the disc's area that must show for 'agent visible'
+# 'Agent visible': agent-coloured pixels (specks removed) covering 0.3x to 3x the disc's area, 80%
+# of them within two radii of their centre. Blue confetti or a smeared agent does not count.
+AGENT_AREA_RANGE = (0.3, 3.0)
+# More T-coloured pixels than this many T areas is no recognisable T (e.g. a noise frame).
+MAX_T_AREAS = 4.0
 
 
 def _pixel_centres(h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
     """Canvas (x, y) of every pixel centre of an H x W frame, each (H, W)."""
     rows, cols = np.indices((h, w))
     return (cols + 0.5) * CANVAS / w - 0.5, (rows + 0.5) * CANVAS / h - 0.5
+
+
+def _neighbours(mask: np.ndarray) -> np.ndarray:
+    """(H, W) count of set pixels in each pixel's 3 x 3 neighbourhood."""
+    padded = np.pad(mask, 1).astype(np.int32)
+    h, w = mask.shape
+    return sum(padded[i:i + h, j:j + w] for i in range(3) for j in range(3))
 
 
 def _check_frame(frame: np.ndarray) -> np.ndarray:
@@ -120,10 +131,20 @@ def _agent_disc_area(h: int, w: int) -> float:
     return float(np.pi * AGENT_RADIUS**2 * (h / CANVAS) * (w / CANVAS))  # in pixels
 
 
-def agent_visible(frame: np.ndarray, min_fraction: float = AGENT_MIN_FRACTION) -> bool:
-    """True if agent-coloured pixels cover at least `min_fraction` of the agent disc's area."""
-    share = class_fractions(frame)[..., AGENT]
-    return bool(share.sum() >= min_fraction * _agent_disc_area(*share.shape))
+def _agent_visible(agent: np.ndarray) -> bool:
+    mask = agent >= 0.5
+    mask &= _neighbours(mask) >= 3  # drop specks
+    lo, hi = AGENT_AREA_RANGE
+    if not lo <= mask.sum() / _agent_disc_area(*mask.shape) <= hi:
+        return False
+    px, py = _pixel_centres(*mask.shape)
+    dist = np.hypot(px[mask] - px[mask].mean(), py[mask] - py[mask].mean())
+    return bool((dist <= 2 * AGENT_RADIUS).mean() >= 0.8)  # one compact blob, not confetti
+
+
+def agent_visible(frame: np.ndarray) -> bool:
+    """True if the frame shows one compact, agent-sized blob of agent colour (AGENT_AREA_RANGE)."""
+    return _agent_visible(class_fractions(frame)[..., AGENT])
 
 
 def agent_position(frame: np.ndarray) -> np.ndarray | None:
@@ -237,13 +258,6 @@ def _refine(grid: _Grid, target: np.ndarray, weight: np.ndarray, pose: np.ndarra
     return pose, best
 
 
-def _neighbours(mask: np.ndarray) -> np.ndarray:
-    """(H, W) count of set pixels in each pixel's 3 x 3 neighbourhood."""
-    padded = np.pad(mask, 1).astype(np.int32)
-    h, w = mask.shape
-    return sum(padded[i:i + h, j:j + w] for i in range(3) for j in range(3))
-
-
 def _crop_box(mask: np.ndarray, margin: int) -> tuple[int, int, int, int]:
     rows, cols = np.nonzero(mask)
     h, w = mask.shape
@@ -268,8 +282,9 @@ def _fit_shares(block: np.ndarray, agent: np.ndarray, sub: int = 4) -> BlockFit 
     mask = block >= 0.5
     h, w = mask.shape
     mask &= _neighbours(mask) >= 3  # drop isolated specks (noise), keep 1-px-wide strokes
-    if mask.sum() < 0.05 * T_AREA * (h / CANVAS) * (w / CANVAS):
-        return None  # a few stray pixels: nothing to fit
+    t_pixels = T_AREA * (h / CANVAS) * (w / CANVAS)
+    if not 0.05 * t_pixels <= mask.sum() <= MAX_T_AREAS * t_pixels:
+        return None  # a few stray pixels, or T colour everywhere: no T to fit
     share = np.where(_neighbours(mask) > 0, block, 0.0)  # soft edges next to the T, nothing far
     box = _crop_box(mask, margin=max(2, round(12 * w / CANVAS)))
     target = share[box[0]:box[1], box[2]:box[3]]
@@ -295,7 +310,8 @@ def estimate_block_pose(frame: np.ndarray) -> np.ndarray | None:
 
 
 def rigid_shape_score(frame: np.ndarray) -> float:
-    """Best IoU of a rigidly moved real T against the frame's T mask; 0.0 when no T is seen."""
+    """Best IoU of a rigidly moved real T against the frame's T mask; 0.0 when the frame shows
+    no recognisable T (under 5% of a T's area, or over MAX_T_AREAS of them, in T colour)."""
     fit = fit_block(frame)
     return 0.0 if fit is None else fit.iou
 
@@ -315,9 +331,8 @@ class PushTAnalyzer:
         """Per-frame health of a long rollout, from one segmentation pass."""
         shares = class_fractions(frame)
         fit = _fit_shares(shares[..., BLOCK], shares[..., AGENT])
-        h, w = shares.shape[:2]
         return {
-            "agent_visible": float(shares[..., AGENT].sum() >= AGENT_MIN_FRACTION * _agent_disc_area(h, w)),
+            "agent_visible": float(_agent_visible(shares[..., AGENT])),
             "rigid_shape": 0.0 if fit is None else fit.iou,
             "block_pixels": float((shares[..., BLOCK] >= 0.5).sum()),
         }

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pipeline.teleop.mapping import InputState
 from pipeline.teleop.protocol import RateMeter, encode_image, pack_frame
 from pipeline.teleop.session import CommandError, TeleopSession
+from schemas import SpecError
 from sim_model.data.episode import Episode
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class SimLoop:
         for command in commands:
             try:
                 reply = self._apply(command, finished)
-            except CommandError as error:
+            except (CommandError, SpecError) as error:
                 reply = {"type": "error", "message": str(error)}
             if reply is not None:
                 replies.append((command.client_id, reply))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import struct
 from collections import deque
 
@@ -93,3 +94,18 @@ class RateMeter:
     def _trim(self, now: float) -> None:
         while self._times and now - self._times[0] > self.window_s:
             self._times.popleft()
+
+
+def is_index(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def clean_input(data: dict) -> dict:
+    """Keys: up to 32 strings; axes: up to 16 finite numbers clipped to [-1, 1]."""
+    raw_keys = data.get("keys")
+    keys = [k for k in raw_keys if isinstance(k, str)][:32] if isinstance(raw_keys, list) else []
+    raw = data.get("axes")
+    raw = raw if isinstance(raw, list) else []
+    axes = [max(-1.0, min(1.0, float(a))) if isinstance(a, int | float) and math.isfinite(a) else 0.0
+            for a in raw[:16]]
+    return {"keys": keys, "axes": axes}

@@ -14,14 +14,16 @@ import math
 import time
 import uuid
 from collections import deque
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiohttp import WSMsgType, web
 
 from pipeline.teleop.loop import Command, SimLoop, TickPacket
-from pipeline.teleop.protocol import RateMeter
+from pipeline.teleop.protocol import RateMeter, clean_input, is_index
 from pipeline.teleop.recording import EpisodeWriter, SavedEpisode
 from sim_model.data.episode import Episode
 
@@ -59,6 +61,7 @@ class TeleopServer:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._saves: set[asyncio.Future] = set()
+        self._sends: set[asyncio.Task] = set()  # keeps send tasks alive until done
         self._runner: web.AppRunner | None = None
         # One writer thread: appends to the store happen one at a time, off the sim thread.
         self._writer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleop-writer")
@@ -135,13 +138,15 @@ class TeleopServer:
         self.clients[client.id] = client
         if self.controller not in self.clients or token == self.controller_token:
             self._set_controller(client, announce=False)  # the hello carries the role
-        await ws.send_json({**self.hello, "type": "hello", "client_id": client.id, "token": token,
-                            "role": self._role(client), "status": self.sim.status,
-                            "saved": len(self.saved)})
         try:
+            await ws.send_json({**self.hello, "type": "hello", "client_id": client.id,
+                                "token": token, "role": self._role(client),
+                                "status": self.sim.status, "saved": len(self.saved)})
             async for message in ws:
                 if message.type == WSMsgType.TEXT:
                     self._on_message(client, message.data)
+        except ConnectionError:
+            pass  # the tab left before its hello went out
         finally:
             self.clients.pop(client.id, None)
             if self.controller == client.id:
@@ -179,13 +184,13 @@ class TeleopServer:
                 self._send(client, {"type": "error", "message": "this tab is watching; press "
                                     "'Take control' to drive the simulation."})
         elif kind == "input":
-            self.sim.submit(Command(client.id, "input", _clean_input(data)))
+            self.sim.submit(Command(client.id, "input", clean_input(data)))
         elif kind == "record" and data.get("action") in ("start", "stop", "discard"):
             task = data.get("task")
             self.sim.submit(Command(client.id, "record", {
                 "action": data["action"], "task": task[:500] if isinstance(task, str) else None}))
-        elif kind == "reset" and _is_index(data.get("frame", 0)) and (
-                data.get("episode") is None or _is_index(data.get("episode"))):
+        elif kind == "reset" and is_index(data.get("frame", 0)) and (
+                data.get("episode") is None or is_index(data.get("episode"))):
             self.sim.submit(Command(client.id, "reset", {"episode": data.get("episode"),
                                                          "frame": data.get("frame", 0)}))
         else:
@@ -211,7 +216,7 @@ class TeleopServer:
                 client.skipped += 1  # the tab is behind: send it the newest frame later instead
                 continue
             client.in_flight[packet.seq] = now
-            asyncio.create_task(self._send_bytes(client, packet.payload))
+            self._spawn(self._send_bytes(client, packet.payload))
         for client_id, message in packet.replies:
             if client_id is None:
                 self._broadcast(message)
@@ -239,7 +244,12 @@ class TeleopServer:
 
     def _send(self, client: Client, message: dict) -> None:
         if not client.ws.closed:
-            asyncio.create_task(self._send_text(client, json.dumps(message)))
+            self._spawn(self._send_text(client, json.dumps(message)))
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coroutine)
+        self._sends.add(task)
+        task.add_done_callback(self._sends.discard)
 
     def _broadcast(self, message: dict) -> None:
         for client in list(self.clients.values()):
@@ -283,17 +293,3 @@ class TeleopServer:
             except TimeoutError:
                 pass
 
-
-def _is_index(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _clean_input(data: dict) -> dict:
-    """Keys: up to 32 strings; axes: up to 16 finite numbers clipped to [-1, 1]."""
-    raw_keys = data.get("keys")
-    keys = [k for k in raw_keys if isinstance(k, str)][:32] if isinstance(raw_keys, list) else []
-    raw = data.get("axes")
-    raw = raw if isinstance(raw, list) else []
-    axes = [max(-1.0, min(1.0, float(a))) if isinstance(a, int | float) and math.isfinite(a) else 0.0
-            for a in raw[:16]]
-    return {"keys": keys, "axes": axes}

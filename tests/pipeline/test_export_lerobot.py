@@ -204,3 +204,20 @@ def test_cli_export(source, exported, tmp_path, capsys):
     info = json.loads((dest / "meta/info.json").read_text())
     assert info["total_frames"] == 24 and info["features"][CAM]["info"]["video.codec"] == "h264"
     assert "wrote 3 episodes (24 frames)" in capsys.readouterr().out
+
+
+def test_reexport_to_the_same_path_is_read_fresh(source, tmp_path):
+    """lerobot caches torchcodec decoders by path; an overwrite must not serve the old video."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    dest = tmp_path / "again"
+    export_lerobot(source, dest, repo_id=REPO, vcodec="h264")
+    before = LeRobotDataset(REPO, root=dest, video_backend=video_backend())[0][CAM]
+    features = source.features
+    other = EpisodeStore.create(tmp_path / "other.zarr", features)
+    other.append(make_pusht_episode(features, 5, 8))  # different frames at the same path
+    export_lerobot(other, dest, repo_id=REPO, vcodec="h264", overwrite=True)
+    after = LeRobotDataset(REPO, root=dest, video_backend=video_backend())[0][CAM]
+    expected = other.episode(0).frames["top"][0]
+    pixels = (after.permute(1, 2, 0).numpy() * 255).round()
+    assert psnr(pixels, expected) >= 27 and not np.array_equal(after.numpy(), before.numpy())

@@ -152,3 +152,22 @@ def test_replica_killed_mid_job_still_gives_exactly_n_episodes(tmp_path: Path, r
     finally:
         torch.set_num_threads(threads)
     assert [r.checksum for r in again] == [records[r.episode_id].checksum for r in again]
+
+
+def test_example_job_runs_on_the_embedded_default(tmp_path: Path, ray_cluster) -> None:
+    """examples/pusht_generate.yaml as shipped (96x96 init PNGs), shrunk with --set, with a tiny
+    96x96 checkpoint standing in for the bundled 'pusht' model."""
+    from schemas import pusht_features
+    from sim_model.world_model import WorldModel
+
+    model = WorldModel.random(pusht_features(96), preset="tiny", seed=0).save(tmp_path / "model96")
+    example = Path(__file__).resolve().parents[2] / "examples" / "pusht_generate.yaml"
+    args = ["generate", str(example), "--model", str(model), "--output", str(tmp_path / "out"),
+            "--set", "episodes=3", "--set", "horizon=3", "--set", "batch_size=2", "--set", "replicas=1",
+            "--no-progress"]
+    assert main(args) == 0
+    dataset = EpisodeStore.open(tmp_path / "out" / "dataset.zarr")
+    assert len(dataset) == 3 and dataset.n_frames == 9
+    episode = dataset.episode(2)
+    assert episode.frames["top"].shape == (3, 96, 96, 3) and episode.action.shape == (3, 2)
+    assert episode.meta.source.startswith("scripted:") and episode.meta.task == "Push the T onto the target"

@@ -182,3 +182,17 @@ def test_cli_reports_spec_errors_without_traceback(tmp_path: Path, init_images: 
     good = write_job(tmp_path / "good.yaml", job_dict(tiny_checkpoint, init_images, tmp_path / "out"))
     assert main(["generate", str(good), "--check"]) == 0
     assert "OK - 6 episodes x 4 steps" in capsys.readouterr().out
+
+
+def test_command_line_overrides(tmp_path: Path, init_images: dict) -> None:
+    path = write_job(tmp_path / "job.yaml", job_dict("m", init_images, "out"))
+    spec = load_job(path, overrides=["episodes=12", "resources.num_gpus=0.5", "init.frame=2"],
+                    model="ckpt/dir")
+    assert (spec.episodes, spec.resources.num_gpus, spec.init.frame) == (12, 0.5, 2)
+    assert spec.model == str(Path.cwd() / "ckpt" / "dir")
+    with pytest.raises(SpecError, match="is not FIELD=VALUE"):
+        load_job(path, overrides=["episodes"])
+    with pytest.raises(SpecError, match="'episodes' is not a group of fields"):
+        load_job(path, overrides=["episodes.x=1"])
+    with pytest.raises(SpecError, match="field 'horizon' = 'long'"):
+        load_job(path, overrides=["horizon=long"])

@@ -75,6 +75,19 @@ def test_lerobot_reader_serves_the_store_api(source, lerobot_root):
         reader.window(0, 0, 1, keys=["wrist"])
 
 
+def test_pyav_fallback_decodes_the_same_frames(lerobot_root, monkeypatch):
+    """Without torchcodec's FFmpeg libraries the reader decodes with PyAV instead."""
+    from pipeline.imports import lerobot as module
+
+    reference = LeRobotReader(lerobot_root).episode(1).frames["top"]
+    monkeypatch.setattr(module, "video_backend", lambda: "pyav")
+    reader = LeRobotReader(lerobot_root)
+    assert reader._decoders is None
+    frames = reader.episode(1).frames["top"]
+    assert frames.shape == reference.shape
+    assert np.abs(frames.astype(int) - reference).mean() <= 1.0  # same stream, other decoder
+
+
 def test_round_trip_lerobot_iws_lerobot(lerobot_root, tmp_path):
     """LeRobot -> iws -> LeRobot keeps every frame (within codec tolerance) and every action."""
     first = LeRobotReader(lerobot_root)

@@ -78,6 +78,8 @@ def test_keys_drive_the_model_and_recordings_reach_the_store(teleop_url: str, tm
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True,
             args=CHROMIUM_ARGS)
+        errors: list[str] = []
+        context.on("page", lambda p: p.on("pageerror", lambda e: errors.append(str(e))))
         try:
             page = context.new_page()
             page.goto(teleop_url)
@@ -127,6 +129,7 @@ def test_keys_drive_the_model_and_recordings_reach_the_store(teleop_url: str, tm
             pad.wait_for_function("document.getElementById('saved').textContent.includes('#2')")
         finally:
             context.close()
+    assert errors == []  # no script errors in any tab
 
     store = EpisodeStore.open(tmp_path / "demos.zarr")
     assert len(store) == 3

@@ -110,7 +110,7 @@ def test_reconnect_and_extra_tabs_do_not_corrupt_a_recording(
         await a.send(type="record", action="start")
         await a.until(lambda h: h["recording"] and h["recording"]["steps"] >= 3)
         await a.ws.close()  # the controlling tab vanishes mid-recording
-        during = await b.until(lambda h: h["recording"]["steps"] >= 8)
+        during = await b.until(lambda h: h["recording"] and h["recording"]["steps"] >= 8)
         assert during["recording"] is not None
         a = await Tab.open(http, url, "tab-a")  # same token: control comes back
         assert a.hello["role"] == "controller" and a.hello["status"]["recording"] is not None

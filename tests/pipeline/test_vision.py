@@ -156,6 +156,19 @@ def test_frames_without_a_t():
     assert probe == {"agent_visible": 0.0, "rigid_shape": 0.0, "block_pixels": 0.0}
 
 
+def test_noise_shows_neither_agent_nor_t():
+    """A diverged model's frame: coloured noise has agent- and T-coloured pixels everywhere,
+    but no agent-sized blob and no recognisable T."""
+    rng = np.random.default_rng(0)
+    noise = rng.integers(0, 256, (96, 96, 3), dtype=np.uint8)
+    assert not vision.agent_visible(noise)
+    assert vision.rigid_shape_score(noise) == 0.0
+    confetti = np.full((96, 96, 3), 255, np.uint8)  # agent colour in scattered 2x2 flecks,
+    for r, c in rng.integers(2, 92, (8, 2)):  # about an agent's worth of area in total
+        confetti[r:r + 2, c:c + 2] = (65, 105, 225)
+    assert not vision.agent_visible(confetti)
+
+
 def test_rejects_non_rgb_input():
     with pytest.raises(ValueError, match=r"\(H, W, 3\)"):
         vision.block_mask(np.zeros((2, 96, 96, 3), np.uint8))

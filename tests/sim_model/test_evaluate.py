@@ -131,3 +131,51 @@ def test_user_errors_have_clear_messages(model, tiny_pusht_store, tmp_path):
     other = EpisodeStore.create(tmp_path / "big.zarr", pusht_features(resolution=16))
     with pytest.raises(SpecError, match=r"cameras \[\('top', 16, 16\)\].*differ"):
         evaluate_fidelity(model, other)
+
+
+def test_stability_records_every_step_and_probes(model):
+    from sim_model.stability import StabilityReport, run_stability
+
+    rng = np.random.default_rng(0)
+    first = rng.integers(0, 256, (1, 32, 32, 3), dtype=np.uint8)
+    actions = rng.uniform(0, 512, (16, 2))
+    result = run_stability(model, first, actions, analyzer=BrightAnalyzer(), probe_every=5,
+                           snapshots=3, init_ref="random#0:0")
+    report = result.report
+    assert report.all_finite and report.first_nonfinite_step is None
+    assert {k: len(v) for k, v in report.series.items()} == {
+        "finite": 16, "mean_intensity": 16, "contrast": 16, "bright": 16}
+    assert [i for i, v in enumerate(report.series["bright"]) if v is not None] == [0, 5, 10, 15]
+    assert report.snapshot_steps == [0, 8, 16] and result.snapshots.shape == (3, 1, 32, 32, 3)
+    assert (result.snapshots[0] == first).all()
+    mean = report.summary["mean_intensity"]
+    assert 0 <= mean.min <= mean.mean <= mean.max <= 1
+    assert StabilityReport.model_validate_json(report.model_dump_json()) == report
+    again = run_stability(model, first, actions, analyzer=BrightAnalyzer(), probe_every=5, snapshots=3,
+                          init_ref="random#0:0")
+    assert again.report.series == report.series  # seeded: reproducible
+
+
+def test_stability_flags_a_non_finite_state():
+    """A model whose state head outputs NaN (weights corrupted) is caught at step 1."""
+    from sim_model.stability import run_stability
+
+    broken = WorldModel.random(pusht_features(resolution=32), preset="tiny", seed=1, precision="fp32")
+    assert broken.has_state
+    with torch.no_grad():
+        for p in broken.net.state_head.parameters():
+            p.fill_(float("nan"))
+    frames = np.zeros((1, 32, 32, 3), np.uint8)
+    report = run_stability(broken, frames, np.full((3, 2), 256.0)).report
+    assert not report.all_finite and report.first_nonfinite_step == 1
+    assert report.series["finite"] == [0.0, 0.0, 0.0]
+
+
+def test_stability_rejects_bad_arguments(model):
+    from sim_model.stability import run_stability
+
+    frames = np.zeros((1, 32, 32, 3), np.uint8)
+    with pytest.raises(SpecError, match="actions must be"):
+        run_stability(model, frames, np.zeros((4,)))
+    with pytest.raises(SpecError, match="probe_every"):
+        run_stability(model, frames, np.zeros((4, 2)), probe_every=0)
