@@ -132,7 +132,7 @@ def preset_config(name: str, features: FeatureSpec) -> ModelConfig:
                                    cond_dim=32, state_hidden=32)
             dyn = DynamicsConfig(context=4, channels=(32, 32), heads=2, cond_dim=32)
         case "small":
-            ae = AutoencoderConfig(encoder_channels=(32, 64), decoder_channels=(24, 48, 96),
+            ae = AutoencoderConfig(encoder_channels=(32, 64), decoder_channels=(16, 32, 64),
                                    cond_dim=64, decode_steps=1, state_hidden=64)
             dyn = DynamicsConfig(context=9, channels=(64, 128), heads=4, spatial_layers=2,
                                  cond_dim=128, sample_steps=1)

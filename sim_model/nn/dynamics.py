@@ -25,18 +25,20 @@ from sim_model.nn.temporal import KV, TemporalAttention, TemporalPass
 
 
 class _Stage(nn.Module):
-    """ResBlocks, each followed by temporal attention."""
+    """ResBlocks, each followed by temporal attention when `temporal`."""
 
-    def __init__(self, cin: int, cout: int, cfg: DynamicsConfig) -> None:
+    def __init__(self, cin: int, cout: int, cfg: DynamicsConfig, temporal: bool = True) -> None:
         super().__init__()
         self.res = nn.ModuleList(
             ResBlock(cin if i == 0 else cout, cout, cfg.cond_dim) for i in range(cfg.blocks))
         self.temporal = nn.ModuleList(
-            TemporalAttention(cout, cfg.heads, cfg.context) for _ in range(cfg.blocks))
+            TemporalAttention(cout, cfg.heads, cfg.context) for _ in range(cfg.blocks * temporal))
 
     def forward(self, h: torch.Tensor, cond: torch.Tensor, tp: TemporalPass) -> torch.Tensor:
-        for res, temporal in zip(self.res, self.temporal, strict=True):
-            h = temporal(res(h, cond), tp)
+        for i, res in enumerate(self.res):
+            h = res(h, cond)
+            if self.temporal:
+                h = self.temporal[i](h, tp)
         return h
 
 
@@ -60,7 +62,9 @@ class DynamicsNet(nn.Module):
             SpatialAttention(chans[-1], cfg.heads, views, height // bottom, width // bottom)
             for _ in range(cfg.spatial_layers))
         self.mid_out = _Stage(chans[-1], chans[-1], cfg)
-        self.up = nn.ModuleList(_Stage(2 * c, c, cfg) for c in reversed(chans))
+        # Time is mixed on the way down and at the bottleneck only, so a context frame's pass
+        # stops at the bottleneck: the up path serves the target frame alone.
+        self.up = nn.ModuleList(_Stage(2 * c, c, cfg, temporal=False) for c in reversed(chans))
         self.upsample = nn.ModuleList(Upsample(b, a) for a, b in reversed(list(zip(chans[:-1], chans[1:], strict=True))))
         self.out = nn.Sequential(group_norm(chans[0]), nn.SiLU(), nn.Conv2d(chans[0], latent_channels, 3, padding=1))
         nn.init.zeros_(self.out[2].weight)  # starts as "repeat the last latent"
@@ -85,6 +89,8 @@ class DynamicsNet(nn.Module):
         for layer in self.spatial:
             h = layer(h)
         h = self.mid_out(h, cond, tp)
+        if tp.mode == "context":
+            return h
         for i, stage in enumerate(self.up):
             h = stage(torch.cat([h, skips.pop()], 1), cond, tp)
             if i < len(self.upsample):
