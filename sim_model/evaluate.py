@@ -262,7 +262,8 @@ def evaluate_fidelity(model: WorldModel, store: EpisodeStore, *,
     chunks = [order[j:j + batch_size] for j in range(0, len(order), batch_size)]
     total = sum(max(steps[i] for i in c) for c in chunks)
     use_state = model.features.state_dim > 0 and store.features.state_dim == model.features.state_dim
-    acc, videos, counter = _Accumulator(kept, analyzer), [], [0]
+    acc, counter = _Accumulator(kept, analyzer), [0]
+    videos: list[EpisodeVideo] = []
 
     def tick() -> None:
         counter[0] += 1

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import os
@@ -50,9 +51,12 @@ class WorldModel:
     def __init__(self, net: WorldModelNet, config: CheckpointConfig, device: str | torch.device = "cpu",
                  precision: Precision | None = None) -> None:
         self.device = torch.device(device)
-        self.net = net.to(self.device).eval()
+        self.net = net.to(self.device).eval()  # fp32 master: what save() and checkpoint_hash see
         self.config = config
         self.bf16 = resolve_precision(precision or config.model.precision, self.device)
+        # bf16 runs use a bf16 copy: autocast would otherwise re-cast every weight on every call
+        # (a fifth of CPU time at batch 1). Autocast stays on to keep norms/softmax in fp32.
+        self._run = copy.deepcopy(self.net).to(torch.bfloat16) if self.bf16 else self.net
         self.norm = Normalizer(config.normalization, self.device)
         self._window = ContextWindow(config.model.dynamics.context)
         self._z: torch.Tensor | None = None  # newest latent (B, V, C, h, w)
@@ -121,14 +125,14 @@ class WorldModel:
     def encode(self, frames: np.ndarray | torch.Tensor) -> torch.Tensor:
         """uint8 (..., V, H, W, 3) -> unit-norm latents (..., V, C, H/4, W/4) float32."""
         with autocast(self.device, self.bf16):
-            return self.net.encode(to_images(torch.as_tensor(frames, device=self.device)))
+            return self._run.encode(to_images(torch.as_tensor(frames, device=self.device)))
 
     @torch.inference_mode()
     def decode(self, latents: torch.Tensor, seeds: Sequence[int] | None = None) -> np.ndarray:
         """Latents (B, V, C, h, w) -> uint8 frames (B, V, H, W, 3)."""
         noise = RowNoise(latents.shape[0], seeds, self.device)
         with autocast(self.device, self.bf16):
-            images = self.net.decode(latents.to(self.device), noise, self.config.model.autoencoder.decode_steps)
+            images = self._run.decode(latents.to(self.device), noise, self.config.model.autoencoder.decode_steps)
         return to_uint8(images).cpu().numpy()
 
     @torch.inference_mode()
@@ -151,14 +155,14 @@ class WorldModel:
         self._noise = RowNoise(b, seeds, self.device)
         self._window.clear()
         with autocast(self.device, self.bf16):
-            z = self.net.encode(to_images(images.to(self.device)))  # (B, T0, V, C, h, w)
+            z = self._run.encode(to_images(images.to(self.device)))  # (B, T0, V, C, h, w)
             for i in range(t0 - 1):
                 self._push_context(z[:, i], self.norm.action(history[:, i].to(self.device)))
         self._z = z[:, -1]
 
     def _push_context(self, z: torch.Tensor, action: torch.Tensor) -> None:
         level = torch.full((z.shape[0], 1), self.config.model.dynamics.context_noise_infer, device=self.device)
-        self._window.push(self.net.dynamics.encode_context(z[:, None], action[:, None], level))
+        self._window.push(self._run.dynamics.encode_context(z[:, None], action[:, None], level))
 
     @torch.inference_mode()
     def step(self, actions: np.ndarray | torch.Tensor) -> StepResult:
@@ -169,8 +173,8 @@ class WorldModel:
         a = self.norm.action(as_actions(actions, b, self.features.action_dim, self.device))
         with autocast(self.device, self.bf16):
             self._z = self._predict(self._z, a, self._noise)
-            images = self.net.decode(self._z, self._noise, self.config.model.autoencoder.decode_steps)
-            state = self.net.state(self._z)
+            images = self._run.decode(self._z, self._noise, self.config.model.autoencoder.decode_steps)
+            state = self._run.state(self._z)
         frames = self._layout.restore(to_uint8(images)).cpu().numpy()
         raw_state = None if state is None else self.norm.state_raw(state).cpu().numpy()
         if raw_state is not None:
@@ -187,7 +191,7 @@ class WorldModel:
             level = torch.full((b, 1), t, device=self.device)
             eps = noise(*z.shape[1:])[:, None]
             x_t = eps if z_hat is None else noisy(z_hat, eps, level)
-            pred = self.net.dynamics.predict(x_t, level, z[:, None], a[:, None], context, offsets)
+            pred = self._run.dynamics.predict(x_t, level, z[:, None], a[:, None], context, offsets)
             z_hat = torch.nn.functional.normalize(pred.float(), dim=-3)
         assert z_hat is not None
         return z_hat[:, 0]

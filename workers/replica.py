@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from schemas import EpisodeMeta, EpisodeRecord, EpisodeSpec, JobSpec
+from schemas import EpisodeMeta, EpisodeRecord, EpisodeSpec, JobSpec, SpecError
 from sim_model.data.episode import Episode
 from workers.actions import GroupActions, Observation, make_action_source
 from workers.init_frames import load_init
@@ -39,10 +39,19 @@ class WorldModelReplica:
     """One model replica. `__call__` maps a batch of groups to the records of their episodes."""
 
     def __init__(self, job: str, out: str) -> None:
-        from sim_model.world_model import WorldModel
-
         self.job = JobSpec.model_validate_json(job)
         self.out = out
+        # A user error (bad checkpoint, policy, scorer) is reported as a row, not raised: Ray
+        # wraps exceptions in its own types and keeps only their text.
+        self.error = ""
+        try:
+            self._setup()
+        except SpecError as error:
+            self.error = str(error)
+
+    def _setup(self) -> None:
+        from sim_model.world_model import WorldModel
+
         self.device = resolve_device(self.job.device)
         self.wm = WorldModel.load(self.job.model, device=self.device)
         self.features = episode_features(self.wm.features, self.wm.has_state)
@@ -53,11 +62,18 @@ class WorldModelReplica:
         log.info("replica ready: model %s on %s", self.wm.checkpoint_hash, self.device)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        records: list[EpisodeRecord] = []
-        for group in batch["episodes"]:
-            specs = [EpisodeSpec.model_validate(item) for item in json.loads(str(group))]
-            records.extend(self.roll_group(specs))
-        return {"record": np.array([r.model_dump_json() for r in records], dtype=object)}
+        """{"episodes": [group JSON]} -> {"record": [EpisodeRecord JSON], "error": [""]}; on a user
+        error a single row with an empty record and the message."""
+        records: list[str] = []
+        try:
+            if self.error:
+                raise SpecError(self.error)
+            for group in batch["episodes"]:
+                specs = [EpisodeSpec.model_validate(item) for item in json.loads(str(group))]
+                records.extend(r.model_dump_json() for r in self.roll_group(specs))
+        except SpecError as error:
+            return {"record": np.array([""], dtype=object), "error": np.array([str(error)], dtype=object)}
+        return {"record": np.array(records, dtype=object), "error": np.array([""] * len(records), dtype=object)}
 
     def roll_group(self, specs: list[EpisodeSpec]) -> list[EpisodeRecord]:
         """Roll a group in lockstep and commit every episode not committed yet."""

@@ -39,13 +39,22 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace DEST if it exists")
 
 
+def _quiet_encoders() -> None:
+    """The terminal shows the progress bar: keep FFmpeg's and SVT-AV1's per-video chatter off it
+    (lerobot hands FFmpeg logging back to FFmpeg's own printer after each video)."""
+    import av
+
+    os.environ.setdefault("SVT_LOG", "1")  # read by SVT-AV1 when an encoder starts
+    av.logging.set_level(av.logging.ERROR)
+    logging.getLogger("libav").setLevel(logging.ERROR)
+
+
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from pipeline.imports import open_dataset
 
-    os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 prints its config per video at its default level
-    logging.getLogger("libav").setLevel(logging.WARNING)
+    _quiet_encoders()
     source = open_dataset(args.src)
     with tqdm(total=source.n_frames, unit="frame", desc=f"export {args.format}") as bar:
         if args.format == "lerobot":

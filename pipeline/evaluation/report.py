@@ -141,7 +141,9 @@ def write_video(frames: np.ndarray, path: str | os.PathLike[str], fps: float) ->
     with atomic_path(path) as tmp:
         if Path(path).suffix == ".gif":
             iio.imwrite(tmp, frames, duration=1000 / fps, loop=0)
-        else:
+        else:  # H.264 wants even sizes: pad a white row/column where needed
+            h, w = frames.shape[1:3]
+            frames = np.pad(frames, ((0, 0), (0, h % 2), (0, w % 2), (0, 0)), constant_values=255)
             iio.imwrite(tmp, frames, fps=fps, codec="libx264", plugin="pyav")
 
 
@@ -163,17 +165,16 @@ def _cell(stats: dict[str, Stat] | None, who: str, digits: int) -> str:
 def fidelity_table(report: FidelityReport) -> Table:
     table = Table(title=f"fidelity: {len(report.episodes)} episodes from frame {report.start} "
                   "(mean ± std over episodes)")
-    columns = [("h", None, None, 0), ("n", None, None, 0), ("PSNR model", "psnr", "model", 2),
-               ("PSNR repeat", "psnr", "baseline", 2), ("SSIM model", "ssim", "model", 3),
-               ("SSIM repeat", "ssim", "baseline", 3)]
+    columns = [("PSNR model", "psnr", "model", 2), ("PSNR repeat", "psnr", "baseline", 2),
+               ("SSIM model", "ssim", "model", 3), ("SSIM repeat", "ssim", "baseline", 3)]
     if report.horizons[0].object_iou is not None:
         columns += [("IoU model", "object_iou", "model", 3), ("IoU repeat", "object_iou", "baseline", 3),
                     ("shape model", "shape_score", "model", 3), ("shape truth", "shape_score", "truth", 3)]
-    for name, *_ in columns:
+    for name in ["h", "n"] + [c[0] for c in columns]:
         table.add_column(name, justify="right")
     for h in report.horizons:
         cells = [str(h.horizon), str(len(h.episodes))]
-        cells += [_cell(getattr(h, metric), who, d) for _, metric, who, d in columns[2:]]
+        cells += [_cell(getattr(h, metric), who, d) for _, metric, who, d in columns]
         table.add_row(*cells)
     return table
 

@@ -58,17 +58,6 @@ def quiet_ray_data(show_progress: bool) -> Iterator[None]:
         ctx.enable_progress_bars, ctx.print_on_execution_start = saved
 
 
-def _spec_error_in(error: BaseException) -> SpecError | None:
-    """The SpecError a replica raised, if `error` (a Ray wrapper) carries one."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, SpecError):
-            return seen
-        cause = getattr(seen, "cause", None)
-        seen = cause if isinstance(cause, BaseException) else seen.__cause__
-    return None
-
-
 def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | None,
             on_record: Callable[[EpisodeRecord], None], show_ray_progress: bool = False) -> None:
     """Roll every pending group on a pool of replicas; `on_record` sees each committed episode."""
@@ -91,12 +80,9 @@ def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | N
                                           max_concurrent_calls_per_actor=2),
                 num_cpus=spec.resources.num_cpus, num_gpus=spec.resources.num_gpus)
             for row in ds.iter_rows():
+                if row["error"]:
+                    raise SpecError(f"a replica reported: {row['error']}")
                 on_record(EpisodeRecord.model_validate_json(str(row["record"])))
-    except ray.exceptions.RayError as error:
-        cause = _spec_error_in(error)
-        if cause is not None:
-            raise SpecError(str(cause)) from None
-        raise
     finally:
         if started:
             ray.shutdown()

@@ -104,3 +104,23 @@ def test_eval_requires_an_evaluation(capsys):
     with pytest.raises(SystemExit):
         main(["eval"])
     assert "fidelity" in capsys.readouterr().err
+
+
+def test_side_by_side_layout_and_video_formats(tmp_path):
+    from pipeline.evaluation.report import side_by_side, write_video
+    from sim_model.evaluate import EpisodeVideo
+
+    rng = np.random.default_rng(0)
+    clip = lambda n: rng.integers(0, 256, (n, 1, 33, 33, 3), dtype=np.uint8)  # noqa: E731
+    truth, model = clip(5), clip(5)
+    frames = side_by_side([EpisodeVideo(0, truth, model), EpisodeVideo(1, clip(3), clip(3))])
+    # 33 px upscaled x3; header strip 12 px; rows and columns separated by 4 px
+    assert frames.shape == (5, 12 + 99 + 4 + 99, 99 + 4 + 99, 3)
+    assert (frames[2, 12:111:3, 0:99:3] == truth[2, 0]).all()  # top left: truth, episode 0
+    assert (frames[2, 12:111:3, 103::3] == model[2, 0]).all()  # top right: model
+    for suffix in ("gif", "mp4"):
+        write_video(frames, tmp_path / f"v.{suffix}", fps=10)
+        back = iio.imread(tmp_path / f"v.{suffix}", index=None) if suffix == "gif" else \
+            iio.imread(tmp_path / f"v.{suffix}", plugin="pyav")
+        assert back.shape[:3] == (5, 214, 202)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.gif", "v.mp4"]  # no temp files left

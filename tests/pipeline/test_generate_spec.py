@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections import Counter
 from pathlib import Path
@@ -135,9 +134,11 @@ def test_source_and_filter_errors_name_the_source(tmp_path: Path, tiny_checkpoin
                                  filter={"scorer": "coverage", "mode": "keep"}))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pipeline.export.lerobot") is not None,
-                    reason="the LeRobot exporter is present")
-def test_lerobot_format_needs_the_exporter(tmp_path: Path, tiny_checkpoint: Path, init_images: dict) -> None:
+def test_lerobot_format_needs_the_exporter(tmp_path: Path, tiny_checkpoint: Path, init_images: dict,
+                                           monkeypatch) -> None:
+    import pipeline.generate.preflight as preflight_module
+
+    monkeypatch.setattr(preflight_module, "LEROBOT_EXPORTER", "pipeline.export.not_installed")
     job = job_dict(tiny_checkpoint, init_images, tmp_path / "out",
                    output={"path": str(tmp_path / "out"), "formats": ["zarr", "lerobot"]})
     with pytest.raises(SpecError, match="no LeRobot exporter"):

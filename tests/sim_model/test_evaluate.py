@@ -12,7 +12,7 @@ from sim_model.metrics import PSNR_MAX_DB, psnr, ssim
 from sim_model.world_model import WorldModel
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, scope="module")
 def one_torch_thread():
     """Two cores shared by many test processes: one thread avoids oversubscription stalls."""
     threads = torch.get_num_threads()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -87,3 +88,20 @@ def test_writer_clears_leftovers_of_killed_writers(replica_job) -> None:
     assert EpisodeStore.open(target).episode(0).checksum() == records[0].checksum
     assert not Path(target, "junk").exists()
     assert storage.remove_stale_staging(str(Path(target).parent)) == 1
+
+
+def test_user_errors_come_back_as_rows_not_exceptions(tmp_path: Path, tiny_checkpoint: Path,
+                                                      tiny_pusht_store) -> None:
+    """Ray keeps only the text of a raised exception, so replicas report SpecErrors as a row."""
+    job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, tmp_path / "out",
+                   action_sources={"p": {"kind": "policy", "policy": "tests.workers.policies:wrong_shape_policy"}})
+    spec = JobSpec.model_validate(job)
+    replica = WorldModelReplica(spec.model_dump_json(), str(tmp_path / "out"))
+    group = groups(expand(spec, list_init_refs(spec.init, replica.wm.features)), 2)[0]
+    row = replica({"episodes": np.array([json.dumps([e.model_dump() for e in group])], dtype=object)})
+    assert list(row["record"]) == [""] and "returned actions of shape (2, 7)" in row["error"][0]
+
+    broken = JobSpec.model_validate({**job, "model": str(tmp_path / "missing")})
+    replica = WorldModelReplica(broken.model_dump_json(), str(tmp_path / "out"))
+    row = replica({"episodes": np.array(["[]"], dtype=object)})
+    assert "does not exist" in row["error"][0]
