@@ -119,7 +119,7 @@ class OutputSpec(BaseModel):
     path: str = Field(description="Output directory; holds episodes/, commits/, manifest.json and the "
                       "consolidated datasets. Only local paths for now.")
     formats: list[Literal["zarr", "lerobot"]] = Field(
-        default_factory=lambda: ["zarr"], min_length=1,
+        default_factory=lambda: ["zarr"], min_length=1,  # type: ignore[arg-type]
         description="Datasets to produce at the end: 'zarr' -> dataset.zarr (Diffusion Policy layout), "
         "'lerobot' -> lerobot/ (LeRobot v3.0, via pipeline.export.lerobot; implies zarr).")
 

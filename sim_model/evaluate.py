@@ -256,7 +256,8 @@ def evaluate_fidelity(model: WorldModel, store: EpisodeStore, *,
     if bad or not episodes:
         raise SpecError(f"episodes {bad or '[]'} are not in the store, which has {len(store)} "
                         f"episodes (0..{len(store) - 1}).")
-    lengths = {i: int(np.subtract(*store.episode_range(i)[::-1])) for i in episodes}
+    ranges = {i: store.episode_range(i) for i in episodes}
+    lengths = {i: stop - first for i, (first, stop) in ranges.items()}
     kept, skipped, steps = plan_horizons(lengths, horizons, start, context_frames)
     order = [i for i in episodes if i in steps]
     chunks = [order[j:j + batch_size] for j in range(0, len(order), batch_size)]

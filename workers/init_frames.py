@@ -8,7 +8,6 @@ never travel through the driver.
 from __future__ import annotations
 
 import glob
-import json
 import logging
 from functools import lru_cache
 from pathlib import Path
@@ -49,25 +48,20 @@ def _lerobot(path: str) -> Any:
     return LeRobotDataset(repo_id=f"local/{Path(path).name}", root=path, video_backend="pyav")
 
 
-def lerobot_features(path: str) -> dict[str, Any]:
-    info = json.loads((Path(path) / "meta" / "info.json").read_text())
-    return {"features": info["features"], "lengths": None, "total_episodes": info["total_episodes"]}
-
-
 def _dataset_summary(path: str) -> tuple[dict[str, tuple[int, ...]], list[int]]:
     """Per-key per-step shapes (cameras as (H, W, 3), 'action', 'state') and episode lengths."""
     kind = dataset_kind(path)
     if kind == "zarr":
         store = _zarr_store(path)
         f = store.features
-        shapes = {c.name: (c.height, c.width, 3) for c in f.cameras}
+        shapes: dict[str, tuple[int, ...]] = {c.name: (c.height, c.width, 3) for c in f.cameras}
         shapes["action"] = (f.action_dim,)
         if f.state_dim:
             shapes["state"] = (f.state_dim,)
         return shapes, np.diff(store.episode_ends, prepend=0).tolist()
     if kind == "lerobot":
         ds = _lerobot(path)
-        shapes = {}
+        shapes = {}  # LeRobot keys mapped to ours
         for key, feat in ds.meta.features.items():
             if key.startswith("observation.images."):
                 shapes[key.removeprefix("observation.images.")] = tuple(feat["shape"])
@@ -168,7 +162,8 @@ def _load_dataset_frame(path: str, episode: int, frame: int, features: FeatureSp
 
 def load_init(refs: list[str], features: FeatureSpec) -> tuple[np.ndarray, np.ndarray | None]:
     """Frames (B, V, H, W, 3) uint8 and state (B, S) float32 (None unless every ref has one)."""
-    frames, states = [], []
+    frames: list[np.ndarray] = []
+    states: list[np.ndarray | None] = []
     for ref in refs:
         parsed = parse_ref(ref)
         if parsed is None:

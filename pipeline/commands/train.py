@@ -2,7 +2,8 @@
 
 All stages share the run directory DIR; after `dynamics` (and again after `decoder-finetune`)
 DIR/model is a complete checkpoint for WorldModel.load / `iws generate`. Rerunning a command
-resumes from the stage's last checkpoint; a larger --steps continues a finished stage.
+resumes from the stage's last checkpoint (kill it any time); a larger --steps continues a
+finished stage, e.g. on a GPU: `--device cuda`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     parser.add_argument("--steps", type=int, help="total optimiser steps of this stage")
     parser.add_argument("--time-limit", type=float, metavar="MINUTES",
-                        help="checkpoint and stop after this long; rerun to resume")
+                        help="train for at most this long (learning rate annealed to fit), export the "
+                        "stage's checkpoint; rerunning continues towards --steps")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -44,9 +46,5 @@ def run(args: argparse.Namespace) -> int:
     path = train_stage(args.stage, args.data, args.out, config_file=args.config, preset=args.preset,
                        device=args.device, steps=args.steps, progress=not args.no_progress,
                        time_limit_s=None if args.time_limit is None else args.time_limit * 60)
-    log = logging.getLogger("iws.train")
-    if path is None:
-        log.info("stopped at the time limit; rerun the same command to resume.")
-    else:
-        log.info("done: %s", path)
+    logging.getLogger("iws.train").info("checkpoint: %s (WorldModel.load opens it)", path)
     return 0

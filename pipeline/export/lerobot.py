@@ -7,9 +7,10 @@ wrong (lerobot_repair.py: image std, merged index stats, video timestamp offsets
 Writers. One writer per dataset root is the only safe pattern in lerobot. `workers=1` writes a
 single root; `workers=N` splits the episodes into N contiguous shards, writes each shard's root
 in its own process and merges them with `lerobot.datasets.aggregate.aggregate_datasets`.
-Measured in benchmarks/results/export.md: on the 2-core development machine the single writer
-is as fast as two (the video encoder already uses both cores), so it is the default; more
-workers pay off where cores are plenty (see the table).
+Measured in benchmarks/results/export.md: on the 2-core development machine one writer already
+keeps both cores busy (the AV1 encoder has its own threads) and two writers were 6x slower in
+wall time (each spawned worker first imports torch + lerobot), so one writer is the default;
+more workers are for machines with cores to spare and datasets large enough to amortise that.
 
 Video frames go to lerobot's streaming encoder with an unbounded queue: no PNG round trip, and
 none of the frame drops its bounded queue causes when frames arrive faster than real time
@@ -84,7 +85,7 @@ def export_lerobot(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
         from pipeline.export.lerobot_repair import repair_and_verify
 
         repair_and_verify(root, summaries, fps)
-        _replace_dir(root, dest)
+        replace_dir(root, dest)
         _forget_open_videos()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -204,7 +205,7 @@ def _forget_open_videos() -> None:
     video_utils._default_decoder_cache.clear()
 
 
-def _replace_dir(new: Path, dest: Path) -> None:
+def replace_dir(new: Path, dest: Path) -> None:
     """Move the finished dataset into place; an old `dest` is removed only after that."""
     old = None
     if dest.exists():

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from schemas import EpisodeRecord, EpisodeSpec, JobSpec, SpecError
 
@@ -29,7 +30,7 @@ def connect(address: str | None) -> bool:
     if ray.is_initialized():
         return False
     target = address or os.environ.get("RAY_ADDRESS")
-    kwargs: dict[str, object] = {"address": target}
+    kwargs: dict[str, Any] = {"address": target}
     if not target:
         # Embedded Ray: workers import user callables ('my_policies:act') from the working
         # directory, as the driver does. A cluster gets code through its image or runtime_env.
@@ -70,8 +71,8 @@ def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | N
     try:
         with quiet_ray_data(show_ray_progress):
             rows = [{"episodes": json.dumps([e.model_dump(mode="json") for e in g])} for g in pending]
-            ds = ray.data.from_items(rows, override_num_blocks=len(rows))  # one group per block
-            ds = ds.map_batches(
+            items = ray.data.from_items(rows, override_num_blocks=len(rows))  # one group per block
+            ds = items.map_batches(
                 WorldModelReplica,
                 fn_constructor_kwargs={"job": spec.model_dump_json(), "out": spec.output.path},
                 batch_size=1, batch_format="numpy",

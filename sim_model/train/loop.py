@@ -39,6 +39,7 @@ class LoopResult:
     trainer: TrainerState
     finished: bool
     val: Logs
+    stopped_early: bool = False  # by the time limit
 
 
 def hardware(device: torch.device) -> str:
@@ -47,14 +48,15 @@ def hardware(device: torch.device) -> str:
     return f"cpu: {platform.processor() or platform.machine()} x{torch.get_num_threads()} threads"
 
 
-def learning_rate(cfg: StageConfig, step: int) -> float:
-    """Linear warm-up, constant, then linear decay to 10% over the final `decay_fraction`."""
+def learning_rate(cfg: StageConfig, step: int, progress: float) -> float:
+    """Linear warm-up, constant, then linear decay to 10% over the final `decay_fraction` of
+    progress (the larger of steps done and time-limit used, so a time-limited run anneals too)."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
-    decay_start = cfg.steps * (1 - cfg.decay_fraction)
-    if step < decay_start or cfg.decay_fraction == 0:
+    decay_start = 1 - cfg.decay_fraction
+    if progress < decay_start or cfg.decay_fraction == 0:
         return cfg.lr
-    return cfg.lr * (1 - 0.9 * (step - decay_start) / max(1.0, cfg.steps - decay_start))
+    return cfg.lr * (1 - 0.9 * min(1.0, (progress - decay_start) / cfg.decay_fraction))
 
 
 def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir: Path, *,
@@ -85,8 +87,11 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
     net.train()
     try:
         while trainer.step < cfg.steps:
+            progress = trainer.step / cfg.steps
+            if time_limit_s:
+                progress = max(progress, (time.monotonic() - started) / time_limit_s)
             for group in optimizer.param_groups:
-                group["lr"] = learning_rate(cfg, trainer.step)
+                group["lr"] = learning_rate(cfg, trainer.step, progress)
             with autocast(device, bf16):
                 loss, logs = task.loss(trainer.step, rng)
             if not math.isfinite(loss.item()):
@@ -101,11 +106,16 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
             bar.set_postfix(loss=f"{loss.item():.4f}", **{k: f"{v:.3g}" for k, v in val.items()
                                                           if k == "val_loss"})
             val = _periodic(net, task, cfg, stage_dir, trainer.step, device, bf16, val, logs, loss.item())
-            out_of_time = time_limit_s is not None and time.monotonic() - started > time_limit_s
+            out_of_time = time_limit_s is not None and time.monotonic() - started >= time_limit_s
             if trainer.step % cfg.checkpoint_every == 0 or trainer.step == cfg.steps or out_of_time:
                 checkpoint()
             if out_of_time:
-                log.info("%s: time limit reached at step %d; rerun to resume", task.name, trainer.step)
+                log.info("%s: time limit reached at step %d of %d; the stage's checkpoint is usable "
+                         "now, and rerunning continues to %d", task.name, trainer.step, cfg.steps, cfg.steps)
+                if trainer.step % cfg.val_every:  # the exported model should carry a fresh score
+                    val = _periodic(net, task, cfg, stage_dir, trainer.step, device, bf16, val, logs,
+                                    loss.item(), force_val=True)
+                    checkpoint()
                 break
     except KeyboardInterrupt:
         checkpoint()
@@ -114,7 +124,7 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
         bar.close()
         net.eval()
     trainer.wall_time_s = session_start_wall + time.monotonic() - started
-    return LoopResult(trainer, trainer.step >= cfg.steps, val)
+    return LoopResult(trainer, trainer.step >= cfg.steps, val, stopped_early=trainer.step < cfg.steps)
 
 
 def _periodic(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir: Path, step: int,

@@ -65,8 +65,10 @@ def resolve_config(out: Path, config_file: str | None, preset: str | None,
 def train_stage(stage: Stage, data_path: str | os.PathLike[str], out: str | os.PathLike[str], *,
                 config_file: str | None = None, preset: str | None = None, device: str = "cpu",
                 steps: int | None = None, progress: bool = True,
-                time_limit_s: float | None = None) -> Path | None:
-    """Train (or resume) one stage; returns the checkpoint it finished, None if time ran out."""
+                time_limit_s: float | None = None) -> Path:
+    """Train (or resume) one stage and export its checkpoint. With `time_limit_s` the stage stops
+    early (learning rate annealed to the time budget) and still exports what it has; rerunning
+    continues towards the configured steps. Returns the exported checkpoint directory."""
     if stage not in STAGES:
         raise SpecError(f"unknown stage '{stage}'; choose one of {', '.join(STAGES)}.")
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -85,8 +87,6 @@ def train_stage(stage: Stage, data_path: str | os.PathLike[str], out: str | os.P
     task = _task(stage, net, train_view, val_view, cfg, ckpt_cfg, dev, bf16, seed)
     result = run_loop(net, task, cfg.stage(stage), stage_dir, seed=seed, device=dev, bf16=bf16,
                       progress=progress, time_limit_s=time_limit_s)
-    if not result.finished:
-        return None
     record = StageRecord(stage=stage, steps=result.trainer.step, wall_time_s=result.trainer.wall_time_s,
                          hardware=result.trainer.hardware, data_hash=data.data_hash(),
                          val_loss=result.val.get("val_loss"),

@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
-from pipeline.export.lerobot import EpisodeSummary, export_lerobot
+from pipeline.export.lerobot import EpisodeSummary, check_exportable, export_lerobot
 from pipeline.export.lerobot_repair import ExportCheckError, repair_and_verify
 from pipeline.export.stats import image_histogram
 from pipeline.imports.lerobot import video_backend
-from schemas import SpecError, pusht_features
+from schemas import CameraSpec, FeatureSpec, SpecError, pusht_features
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.store import TINY_LENGTHS, make_pusht_episode
 
@@ -193,6 +193,11 @@ def test_user_errors_are_clear(source, exported, tmp_path):
     with pytest.raises(SpecError, match="--task"):
         export_lerobot(store, tmp_path / "x", vcodec="h264")
     assert not (tmp_path / "x").exists()
+    odd = FeatureSpec(cameras=(CameraSpec(name="top", height=33, width=64),), action_dim=2)
+    with pytest.raises(SpecError, match="even sizes"):
+        check_exportable(odd, "h264", REPO)
+    with pytest.raises(SpecError, match="integer fps"):
+        check_exportable(pusht_features(32).model_copy(update={"fps": 7.5}), "h264", REPO)
 
 
 def test_cli_export(source, exported, tmp_path, capsys):

@@ -52,8 +52,10 @@ def test_lerobot_train_runs(dataset, tmp_path, policy):
     command = [str(script), f"--dataset.repo_id={REPO}", f"--dataset.root={dataset}",
                f"--policy.type={policy}", f"--output_dir={tmp_path / 'run'}",
                *COMMON, *POLICIES[policy]]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "SVT_LOG": "1",
-           "WANDB_MODE": "disabled"}
+    # One intra-op thread unless told otherwise: these nets are tiny, and spinning OpenMP
+    # threads on a busy 2-core machine cost more than they bring.
+    env = {"OMP_NUM_THREADS": "1", **os.environ, "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "SVT_LOG": "1", "WANDB_MODE": "disabled"}
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-4000:]

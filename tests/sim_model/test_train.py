@@ -93,13 +93,14 @@ def test_resume_continues_from_saved_state(moving_squares_store, tmp_path) -> No
         torch.testing.assert_close(a[key], b[key], rtol=0, atol=1e-6)
 
 
-def test_time_limit_stops_and_resumes(moving_squares_store, tmp_path) -> None:
+def test_time_limit_exports_and_resumes(moving_squares_store, tmp_path) -> None:
     config = _config(tmp_path, autoencoder={**FAST, "steps": 5, "batch_size": 4})
-    assert train_stage("autoencoder", moving_squares_store, tmp_path / "r", config_file=config,
-                       time_limit_s=0, progress=False) is None
+    path = train_stage("autoencoder", moving_squares_store, tmp_path / "r", config_file=config,
+                       time_limit_s=0, progress=False)
     assert json.loads((tmp_path / "r/autoencoder/state/trainer.json").read_text())["step"] == 1
+    assert WorldModel.load(path).config.provenance.stages[-1].steps == 1  # usable right away
     path = train_stage("autoencoder", moving_squares_store, tmp_path / "r", progress=False)
-    assert path is not None and (path / "model.safetensors").is_file()
+    assert WorldModel.load(path).config.provenance.stages[-1].steps == 5
 
 
 def test_dynamics_needs_autoencoder(moving_squares_store, tmp_path, capsys) -> None:

@@ -43,7 +43,7 @@ def follow_path(start: np.ndarray, points: Sequence[np.ndarray], speed: float, s
 
 def _unit(rng: np.random.Generator, dim: int) -> np.ndarray:
     v = rng.normal(size=dim)
-    return v / max(np.linalg.norm(v), 1e-9)
+    return v / max(float(np.linalg.norm(v)), 1e-9)
 
 
 def _orthogonal(rng: np.random.Generator, d: np.ndarray) -> np.ndarray:
@@ -106,12 +106,12 @@ class ScriptedActions:
 
     def _start(self, rng: np.random.Generator, state: np.ndarray | None) -> np.ndarray:
         dim = self.features.action_dim
-        mode = self.cfg.start
+        mode: str = self.cfg.start
         if mode == "auto":
             mode = "state" if state is not None and state.shape[-1] == dim else "center"
         if mode == "state":
             assert state is not None
-            return np.clip((state - self.bounds.low) / self.bounds.span, 0.0, 1.0)
+            return np.clip((np.asarray(state) - self.bounds.low) / self.bounds.span, 0.0, 1.0)
         if mode == "random":
             return rng.uniform(0.1, 0.9, size=dim)
         return np.full(dim, 0.5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,7 @@ class ActionStreams:
     def __init__(self, path: str, episodes: list[int] | None = None) -> None:
         self.path = path
         self.kind = dataset_kind(path)
-        self._store = None
+        self._store: Any = None  # EpisodeStore for Zarr recordings
         self._all: list[np.ndarray] | None = None
         total = self._total()
         self.indices = list(range(total)) if episodes is None else list(episodes)
