@@ -48,8 +48,12 @@ class DynamicsNet(nn.Module):
         super().__init__()
         chans, cd = cfg.channels, cfg.cond_dim
         self.views = views
-        self.ctx_stem = nn.Conv2d(latent_channels, chans[0], 3, padding=1)
-        self.tgt_stem = nn.Conv2d(2 * latent_channels, chans[0], 3, padding=1)
+        # Stems also see (y, x) coordinate planes so convs can relate positions to actions
+        # given in image coordinates (CoordConv).
+        ys, xs = torch.meshgrid(torch.linspace(-1, 1, height), torch.linspace(-1, 1, width), indexing="ij")
+        self.register_buffer("coords", torch.stack([ys, xs])[None], persistent=False)
+        self.ctx_stem = nn.Conv2d(latent_channels + 2, chans[0], 3, padding=1)
+        self.tgt_stem = nn.Conv2d(2 * latent_channels + 2, chans[0], 3, padding=1)
         self.action = nn.Sequential(nn.Linear(action_dim, cd), nn.SiLU(), nn.Linear(cd, cd))
         self.time = TimeEmbedding(cd)
         self.view = nn.Embedding(views, cd)
@@ -78,6 +82,9 @@ class DynamicsNet(nn.Module):
         emb = emb[:, :, None] + self.view.weight[None, None]
         return emb.reshape(b * t * self.views, -1)
 
+    def _with_coords(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, self.coords.to(x.dtype).expand(x.shape[0], -1, -1, -1)], 1)
+
     def _unet(self, h: torch.Tensor, cond: torch.Tensor, tp: TemporalPass) -> torch.Tensor:
         skips = []
         for i, stage in enumerate(self.down):
@@ -101,7 +108,7 @@ class DynamicsNet(nn.Module):
         """Keys/values of context frames z (B, T, V, C, h, w) at every temporal layer."""
         b, t, v = z.shape[:3]
         tp = TemporalPass("context", b, t, v)
-        self._unet(self.ctx_stem(z.flatten(0, 2)), self._cond(actions, levels, 0), tp)
+        self._unet(self.ctx_stem(self._with_coords(z.flatten(0, 2))), self._cond(actions, levels, 0), tp)
         return tp.emitted
 
     def predict(self, x_t: torch.Tensor, t: torch.Tensor, z_prev: torch.Tensor, actions: torch.Tensor,
@@ -114,7 +121,7 @@ class DynamicsNet(nn.Module):
         b, tq, v = x_t.shape[:3]
         tp = TemporalPass("target", b, tq, v, context=context, offsets=offsets)
         inp = torch.cat([x_t, z_prev], dim=3).flatten(0, 2)
-        h = self._unet(self.tgt_stem(inp), self._cond(actions, t, 1), tp)
+        h = self._unet(self.tgt_stem(self._with_coords(inp)), self._cond(actions, t, 1), tp)
         delta = self.out(h).reshape(z_prev.shape)
         return z_prev + delta.to(z_prev.dtype)
 
