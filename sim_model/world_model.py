@@ -51,12 +51,16 @@ class WorldModel:
     def __init__(self, net: WorldModelNet, config: CheckpointConfig, device: str | torch.device = "cpu",
                  precision: Precision | None = None) -> None:
         self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise SpecError(f"device '{device}' was asked for but torch sees no CUDA device; use 'cpu'.")
         self.net = net.to(self.device).eval()  # fp32 master: what save() and checkpoint_hash see
         self.config = config
         self.bf16 = resolve_precision(precision or config.model.precision, self.device)
-        # bf16 runs use a bf16 copy: autocast would otherwise re-cast every weight on every call
-        # (a fifth of CPU time at batch 1). Autocast stays on to keep norms/softmax in fp32.
-        self._run = copy.deepcopy(self.net).to(torch.bfloat16) if self.bf16 else self.net
+        # Inference runs on a copy: in bf16 (autocast would otherwise re-cast every weight on every
+        # call, a fifth of CPU time at batch 1; autocast stays on to keep norms/softmax in fp32)
+        # and channels-last (oneDNN's native layout: ~15% faster convs on CPU).
+        self._run = copy.deepcopy(self.net).to(torch.bfloat16 if self.bf16 else torch.float32)
+        self._run = self._run.to(memory_format=torch.channels_last)
         self.norm = Normalizer(config.normalization, self.device)
         self._window = ContextWindow(config.model.dynamics.context)
         self._z: torch.Tensor | None = None  # newest latent (B, V, C, h, w)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 
 import numpy as np
@@ -58,7 +57,6 @@ class WorldModelReplica:
         self.sources = {name: make_action_source(cfg, self.wm.features, self.device)
                         for name, cfg in self.job.action_sources.items()}
         self.scorer = resolve_scorer(self.job.filter.scorer) if self.job.filter else None
-        self._model_lock = threading.Lock()  # the world model and action sources hold one batch's state
         log.info("replica ready: model %s on %s", self.wm.checkpoint_hash, self.device)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -81,8 +79,7 @@ class WorldModelReplica:
         if all(r is not None for r in existing):
             return [r for r in existing if r is not None]
         start = time.perf_counter()
-        with self._model_lock:
-            frames, state, actions, labels = self.rollout(specs)
+        frames, state, actions, labels = self.rollout(specs)
         records = []
         for row, spec in enumerate(specs):
             record = existing[row]

@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
         nonlocal bar
         if bar is None:  # opened when the driver starts, so the rate and ETA count from there
             bar = tqdm(total=progress.total, initial=progress.done, unit="ep", desc=spec.name,
-                       disable=args.no_progress, file=sys.stderr, dynamic_ncols=True)
+                       disable=args.no_progress, file=sys.stderr, dynamic_ncols=True,
+                       smoothing=0)  # groups commit in bursts: average rate, not the last burst
         bar.update(progress.done - bar.n)
         bar.set_postfix(frames_per_s=f"{progress.frames_per_s:.1f}", refresh=True)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 
 from pipeline.generate.outputs import DATASET_DIR, LEROBOT_DIR
 from pipeline.generate.preflight import LEROBOT_EXPORTER
@@ -38,6 +39,7 @@ def consolidate(out: str, records: list[EpisodeRecord], features: FeatureSpec) -
     if _up_to_date(target, records):
         log.info("%s is up to date (%d episodes)", target, len(records))
         return target, False
+    start = time.perf_counter()
     staged = storage.staging_dir(target)
     try:
         merged = EpisodeStore.create(storage.local_path(staged), features)
@@ -52,7 +54,7 @@ def consolidate(out: str, records: list[EpisodeRecord], features: FeatureSpec) -
         storage.remove_tree(staged)
         raise
     storage.publish_dir(staged, target, replace=True)
-    log.info("consolidated %d episodes into %s", len(records), target)
+    log.info("consolidated %d episodes into %s in %.1fs", len(records), target, time.perf_counter() - start)
     return target, True
 
 

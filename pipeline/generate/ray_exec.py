@@ -76,9 +76,7 @@ def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | N
                 WorldModelReplica,
                 fn_constructor_kwargs={"job": spec.model_dump_json(), "out": spec.output.path},
                 batch_size=1, batch_format="numpy",
-                # Two calls per replica: one group writes its episodes while the next one rolls.
-                compute=ActorPoolStrategy(size=min(spec.replicas, len(rows)),
-                                          max_concurrent_calls_per_actor=2),
+                compute=ActorPoolStrategy(size=min(spec.replicas, len(rows))),
                 num_cpus=spec.resources.num_cpus, num_gpus=spec.resources.num_gpus)
             for row in ds.iter_rows():
                 if row["error"]:

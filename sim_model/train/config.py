@@ -75,9 +75,9 @@ _PRESET_STAGES: dict[str, dict[str, dict[str, Any]]] = {
                              "sample_every": 100, "checkpoint_every": 50},
     },
     "small": {  # ~300 episodes x 200 steps at 96x96 on 2 CPU cores: ~1.5-2 h for all stages
-        "autoencoder": {"steps": 2000, "batch_size": 16, "lr": 1e-3, "warmup": 100, "val_every": 250,
+        "autoencoder": {"steps": 1500, "batch_size": 16, "lr": 1e-3, "warmup": 100, "val_every": 250,
                         "sample_every": 500, "checkpoint_every": 250, "latent_noise": 0.05},
-        "dynamics": {"steps": 3000, "batch_size": 4, "lr": 5e-4, "warmup": 200, "val_every": 250,
+        "dynamics": {"steps": 2500, "batch_size": 4, "lr": 5e-4, "warmup": 200, "val_every": 250,
                      "sample_every": 500, "checkpoint_every": 250},
         "decoder_finetune": {"steps": 500, "batch_size": 16, "lr": 2e-4, "warmup": 50, "val_every": 250,
                              "sample_every": 250, "checkpoint_every": 250},

@@ -37,7 +37,9 @@ class TrainingData:
         features = store.features
         keys = [*features.camera_names, "action"] + (["state"] if features.state_dim else [])
         arrays, ends = store.load_all(keys)
-        frames = np.stack([arrays[c] for c in features.camera_names], axis=1)
+        names = features.camera_names
+        # (N, V, H, W, 3); one camera needs no copy of what may be gigabytes
+        frames = arrays[names[0]][:, None] if len(names) == 1 else np.stack([arrays[c] for c in names], 1)
         log.info("loaded %d episodes, %d frames from %s", len(ends), len(frames), path)
         return cls(features, torch.from_numpy(frames), arrays["action"].astype(np.float32),
                    arrays["state"].astype(np.float32) if features.state_dim else None, ends)
@@ -54,11 +56,10 @@ class TrainingData:
 
     def data_hash(self) -> str:
         """sha256 (16 hex) over episode boundaries, actions, states and frames."""
-        digest = hashlib.sha256(self.ends.tobytes())
-        digest.update(self.actions.tobytes())
-        if self.states is not None:
-            digest.update(self.states.tobytes())
-        digest.update(self.frames.numpy().tobytes())
+        digest = hashlib.sha256()
+        for array in (self.ends, self.actions, self.states, self.frames.numpy()):
+            if array is not None:
+                digest.update(memoryview(np.ascontiguousarray(array)).cast("B"))  # no copy
         return digest.hexdigest()[:16]
 
     def split(self, val_fraction: float, seed: int) -> tuple[DataView, DataView]:
