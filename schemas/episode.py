@@ -53,3 +53,5 @@ class EpisodeRecord(BaseModel):
     model_hash: str | None = Field(default=None, description="Checkpoint hash of the world model.")
     score: float | None = Field(default=None, description="Task score, when a scorer ran.")
     success: bool | None = Field(default=None, description="Task success flag, when a scorer ran.")
+    node_id: str | None = Field(default=None, description="Ray node that generated and committed it "
+                                "(None outside Ray).")

@@ -34,8 +34,13 @@ def _pickle_error(path: Path) -> SpecError:
 
 
 def resolve(path_or_name: str | os.PathLike[str]) -> Path:
-    """A checkpoint directory, or a bundled short name such as 'pusht'."""
+    """A checkpoint directory, or a bundled short name such as 'pusht'.
+
+    An s3:// checkpoint is downloaded once into the local cache (keyed by its objects' ETags,
+    see sim_model.s3.fetch) and loaded from there as usual."""
     text = os.fspath(path_or_name)
+    if text.startswith(("s3://", "s3a://")):
+        return _fetch_s3(text)
     if text in BUNDLED:
         path = BUNDLED_DIR / text
         if not (path / WEIGHTS).is_file():
@@ -55,6 +60,16 @@ def resolve(path_or_name: str | os.PathLike[str]) -> Path:
         raise SpecError(f"checkpoint {path} does not exist. Pass a directory written by `iws train` "
                         f"(its 'model' subfolder) or WorldModel.save(), or a bundled name {BUNDLED}.")
     return path
+
+
+def _fetch_s3(uri: str) -> Path:
+    from sim_model import s3
+
+    try:
+        return s3.fetch(uri.rstrip("/"), names=(CONFIG, WEIGHTS), kind="checkpoints")
+    except SpecError as error:
+        raise SpecError(f"cannot fetch checkpoint {uri}: {error} An s3:// checkpoint is a prefix "
+                        f"holding {WEIGHTS} and {CONFIG}, as WorldModel.save() writes them.") from None
 
 
 def _looks_pickled(path: Path) -> bool:

@@ -44,7 +44,8 @@ class Normalizer:
         def t(values: tuple[float, ...] | None) -> torch.Tensor | None:
             return None if values is None else torch.tensor(values, dtype=torch.float32, device=device)
 
-        self.a_low, self.a_high = t(norm.action_low), t(norm.action_high)
+        self.a_low = torch.tensor(norm.action_low, dtype=torch.float32, device=device)
+        self.a_high = torch.tensor(norm.action_high, dtype=torch.float32, device=device)
         self.s_low, self.s_high = t(norm.state_low), t(norm.state_high)
 
     def action(self, raw: torch.Tensor) -> torch.Tensor:

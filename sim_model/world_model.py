@@ -60,13 +60,14 @@ class WorldModel:
         # call, a fifth of CPU time at batch 1; autocast stays on to keep norms/softmax in fp32)
         # and channels-last (oneDNN's native layout: ~15% faster convs on CPU).
         self._run = copy.deepcopy(self.net).to(torch.bfloat16 if self.bf16 else torch.float32)
-        self._run = self._run.to(memory_format=torch.channels_last)
+        self._run = self._run.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.norm = Normalizer(config.normalization, self.device)
         self._window = ContextWindow(config.model.dynamics.context)
         self._z: torch.Tensor | None = None  # newest latent (B, V, C, h, w)
         self._layout: FrameLayout | None = None
         self._noise: RowNoise | None = None
         self._hash: str | None = None
+        self.state: np.ndarray | None = None  # last known proprioceptive state (B, S), raw units
 
     # ---- construction and persistence -------------------------------------------------------
     @classmethod
@@ -74,8 +75,7 @@ class WorldModel:
                *, config: ModelConfig | None = None, precision: Precision | None = None) -> WorldModel:
         """A randomly initialised model (tests, benchmarks); `config` overrides the preset."""
         model_cfg = config or preset_config(preset, features)
-        torch.manual_seed(seed)
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]):  # seeded init without touching the caller's RNG
             torch.manual_seed(seed)
             net = WorldModelNet(model_cfg, features)
         cfg = CheckpointConfig(features=features, model=model_cfg,
@@ -96,7 +96,7 @@ class WorldModel:
             raise SpecError(f"{directory / ckpt.CONFIG} describes a model that cannot be built: {error}") from None
         ckpt.check_shapes(directory, net.state_dict(), tensors)
         net.load_state_dict(tensors)
-        log.info("loaded world model %s (%s preset) from %s", config.model.preset, device, directory)
+        log.info("loaded world model (%s preset) from %s onto %s", config.model.preset, directory, device)
         return cls(net, config, device, precision)
 
     def save(self, directory: str | os.PathLike[str]) -> Path:

@@ -12,4 +12,5 @@ pytest_plugins = [
     "tests.fixtures.ray_cluster",
     "tests.fixtures.model",
     "tests.fixtures.s3",
+    "tests.fixtures.ray_head",
 ]

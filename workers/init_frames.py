@@ -17,6 +17,7 @@ import numpy as np
 
 from schemas import FeatureSpec, SpecError
 from schemas.job import InitSpec
+from workers import storage
 from workers.actions.streams import dataset_kind
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,8 @@ def _lerobot(path: str) -> Any:
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     # pyav decodes without the system FFmpeg libraries torchcodec needs.
-    return LeRobotDataset(repo_id=f"local/{Path(path).name}", root=path, video_backend="pyav")
+    return LeRobotDataset(repo_id=f"local/{Path(path).name}", root=storage.fetch(path),
+                          video_backend="pyav")
 
 
 def _dataset_summary(path: str) -> tuple[dict[str, tuple[int, ...]], list[int]]:
@@ -94,13 +96,17 @@ def check_dataset_matches(path: str, features: FeatureSpec) -> list[int]:
 def _expand_images(patterns: list[str]) -> list[str]:
     paths: list[str] = []
     for pattern in patterns:
-        hits = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        hits = storage.glob(pattern) if glob.has_magic(pattern) else [pattern]
         hits = [h for h in hits if h.lower().endswith(_IMAGE_SUFFIXES) or not glob.has_magic(pattern)]
-        if not hits or not all(Path(h).is_file() for h in hits):
+        if not hits or not all(_is_file(h) for h in hits):
             raise SpecError(f"init.images entry '{pattern}' matches no image file; check the path "
                             "(relative paths resolve against the job file's directory).")
         paths.extend(hits)
     return paths
+
+
+def _is_file(path: str) -> bool:
+    return storage.exists(path) if storage.is_remote(path) else Path(path).is_file()
 
 
 def list_init_refs(init: InitSpec, features: FeatureSpec) -> list[str]:
@@ -135,7 +141,7 @@ def load_image(path: str) -> np.ndarray:
     from PIL import Image
 
     try:
-        with Image.open(path) as image:
+        with Image.open(storage.fetch(path)) as image:  # s3://: a cached local copy
             return np.asarray(image.convert("RGB"), dtype=np.uint8)  # (H, W, 3)
     except OSError as error:
         raise SpecError(f"cannot read init image {path}: {error}") from None

@@ -1,9 +1,13 @@
-"""Every path a generation job reads or writes goes through here, so that s3:// can be added in one
-place. Today only local paths are supported; a URI with a scheme is refused with a clear message.
+"""Every path a generation job reads or writes goes through here: local paths and s3:// URIs.
 
-Commit markers are written with `write_new`: for local files an atomic rename (a concurrent
-duplicate writes identical bytes, so last-writer-wins is harmless); on S3 this becomes a
-conditional put (If-None-Match: *).
+The local half is below; the s3:// half is workers/storage_s3.py (boto3, retries with backoff,
+clear errors). Other schemes are refused with a message naming the ones that work.
+
+Commit markers are written with `write_new`, which creates a file only if it does not exist yet
+and says whether this call created it: locally a hard link of a fully written temp file (atomic,
+fails if the name exists), on S3 a conditional PUT (If-None-Match: *). Directories are built in
+`staging_dir` and moved into place by `publish_dir`: locally by rename, on S3 by an upload whose
+validity markers go last, so a reader never trusts half a directory.
 """
 
 from __future__ import annotations
@@ -15,18 +19,29 @@ import uuid
 from pathlib import Path
 
 from schemas.errors import SpecError
+from workers import storage_s3 as remote
+
+SCHEMES = ("s3://", "s3a://")
+_STAGING_PREFIX = "iws-stage-"
 
 
 def is_remote(uri: str) -> bool:
     return "://" in uri
 
 
-def local_path(uri: str) -> Path:
-    """The local filesystem path of `uri`; SpecError for schemes we do not support yet."""
-    if is_remote(uri):
+def check_scheme(uri: str) -> None:
+    """SpecError for a URI scheme iws cannot read or write."""
+    if is_remote(uri) and not uri.startswith(SCHEMES):
         scheme = uri.split("://", 1)[0]
-        raise SpecError(f"'{uri}': {scheme}:// locations are not supported yet; use a local path "
-                        "(s3:// outputs arrive in a later release).")
+        raise SpecError(f"'{uri}': {scheme}:// locations are not supported; use a local path or an "
+                        "s3:// URI (S3-compatible servers via AWS_ENDPOINT_URL).")
+
+
+def local_path(uri: str) -> Path:
+    """The local filesystem path of `uri`; SpecError for a URI (use the functions below)."""
+    check_scheme(uri)
+    if is_remote(uri):
+        raise SpecError(f"'{uri}' is an s3:// location, but this step needs a local path.")
     return Path(uri)
 
 
@@ -36,15 +51,37 @@ def join(root: str, *parts: str) -> str:
 
 
 def exists(uri: str) -> bool:
-    return local_path(uri).exists()
+    return remote.exists(uri) if _s3(uri) else local_path(uri).exists()
 
 
 def read_text(uri: str) -> str:
-    return local_path(uri).read_text()
+    text = try_read_text(uri)
+    if text is None:
+        raise FileNotFoundError(f"{uri} does not exist")
+    return text
+
+
+def try_read_text(uri: str) -> str | None:
+    """The file's text, or None if it does not exist."""
+    if _s3(uri):
+        return remote.try_read_text(uri)
+    try:
+        return local_path(uri).read_text()
+    except FileNotFoundError:
+        return None
+
+
+def read_many(uris: list[str]) -> list[str | None]:
+    """try_read_text of each URI (in parallel on S3, where each read is a round trip)."""
+    if uris and _s3(uris[0]):
+        return remote.read_many(uris)
+    return [try_read_text(u) for u in uris]
 
 
 def list_names(uri: str, suffix: str = "") -> list[str]:
     """Names directly under `uri` ending in `suffix`, sorted; [] when `uri` does not exist."""
+    if _s3(uri):
+        return remote.list_names(uri, suffix)
     path = local_path(uri)
     if not path.is_dir():
         return []
@@ -53,28 +90,58 @@ def list_names(uri: str, suffix: str = "") -> list[str]:
 
 def write_atomic(uri: str, data: str | bytes) -> None:
     """Write a whole file so that a crash leaves the old content or the new, never half of it."""
-    path = local_path(uri)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode() if isinstance(data, str) else data
+    if _s3(uri):
+        remote.write_object(uri, payload)
+        return
+    path = local_path(uri)
+    tmp = _write_temp(path, payload)
+    try:
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_new(uri: str, data: str | bytes) -> bool:
+    """Create the file with `data` unless it exists; True if this call created it. Exactly one of
+    several concurrent writers gets True; the file is never half-visible."""
+    payload = data.encode() if isinstance(data, str) else data
+    if _s3(uri):
+        return remote.write_new(uri, payload)
+    path = local_path(uri)
+    tmp = _write_temp(path, payload)
+    try:
+        os.link(tmp, path)  # atomic, and fails if `path` exists
+        return True
+    except FileExistsError:
+        return False
+    except OSError:  # a filesystem without hard links: last writer wins
+        os.replace(tmp, path)
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_temp(path: Path, payload: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def write_new(uri: str, data: str | bytes) -> None:
-    """Write a commit marker; the object must not be half-visible. See the module docstring."""
-    write_atomic(uri, data)
+    return Path(tmp)
 
 
 def staging_dir(uri: str) -> str:
-    """A fresh sibling directory to build `uri` in before `publish_dir` moves it into place."""
+    """A fresh local path to build `uri` in before `publish_dir` moves it into place: a hidden
+    sibling for a local `uri`, a local temporary directory for an s3:// one."""
+    if _s3(uri):
+        name = uri.rstrip("/").rsplit("/", 1)[-1]
+        return str(Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX)) / name)
     path = local_path(uri)
     path.parent.mkdir(parents=True, exist_ok=True)
     return str(path.parent / f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
@@ -83,6 +150,16 @@ def staging_dir(uri: str) -> str:
 def publish_dir(staged: str, uri: str, *, replace: bool) -> bool:
     """Move a staged directory to `uri`. If `uri` exists: replace it, or (replace=False) keep it and
     discard the staged copy. Returns whether the staged copy was published."""
+    if _s3(uri):
+        try:
+            if remote.exists(uri):
+                if not replace:
+                    return False
+                remote.remove_prefix(uri)  # validity markers first: readers stop trusting it
+            remote.upload_tree(Path(staged), uri)
+            return True
+        finally:
+            discard_staged(staged)
     src, dst = local_path(staged), local_path(uri)
     if dst.exists():
         if not replace:
@@ -102,12 +179,34 @@ def publish_dir(staged: str, uri: str, *, replace: bool) -> bool:
     return True
 
 
+def discard_staged(staged: str) -> None:
+    """Delete a staged directory (and the temporary directory holding it, for s3:// targets)."""
+    path = Path(staged)
+    if path.parent.name.startswith(_STAGING_PREFIX):
+        path = path.parent
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def remove_tree(uri: str) -> None:
-    shutil.rmtree(local_path(uri), ignore_errors=True)
+    """Delete a directory (s3://: every object under the prefix) and everything in it."""
+    if _s3(uri):
+        remote.remove_prefix(uri)
+    else:
+        shutil.rmtree(local_path(uri), ignore_errors=True)
+
+
+def remove_file(uri: str) -> None:
+    if _s3(uri):
+        remote.remove_object(uri)
+    else:
+        local_path(uri).unlink(missing_ok=True)
 
 
 def remove_stale_staging(uri: str) -> int:
-    """Delete leftovers of writers that died mid-write (hidden '.*.tmp' / '.*.old' entries)."""
+    """Delete leftovers of local writers that died mid-write (hidden '.*.tmp' / '.*.old' entries).
+    S3 has none: its writers stage on local disk (see workers.writer for orphaned uploads)."""
+    if _s3(uri):
+        return 0
     path = local_path(uri)
     if not path.is_dir():
         return 0
@@ -118,7 +217,11 @@ def remove_stale_staging(uri: str) -> int:
 
 
 def ensure_writable_dir(uri: str) -> None:
-    """Create `uri` if needed and prove we can write there; SpecError naming the problem otherwise."""
+    """Create `uri` if needed and prove we can write there; SpecError naming the problem otherwise.
+    For s3:// this is the fail-fast preflight: bucket, credentials, conditional writes."""
+    if _s3(uri):
+        remote.ensure_writable(uri)
+        return
     path = local_path(uri)
     if path.exists() and not path.is_dir():
         raise SpecError(f"output path {path} exists and is not a directory; choose another output.path.")
@@ -130,3 +233,32 @@ def ensure_writable_dir(uri: str) -> None:
     except OSError as error:
         raise SpecError(f"output path {path} is not writable ({error.strerror or error}); choose a "
                         "directory you can write to in output.path or with --output.") from None
+
+
+def fetch(uri: str) -> Path:
+    """A local path to read `uri` from: itself if local, else a cached download (file or prefix)."""
+    if not _s3(uri):
+        return local_path(uri)
+    from sim_model import s3
+
+    return s3.fetch(uri)
+
+
+def glob(pattern: str) -> list[str]:
+    """Files matching `pattern` (globbing only the last component for s3://), sorted."""
+    if _s3(pattern):
+        return remote.glob(pattern)
+    import glob as globlib
+
+    return sorted(globlib.glob(pattern))
+
+
+def remote_dataset_kind(uri: str) -> str:
+    """'zarr', 'lerobot' or 'jsonl' for a dataset at an s3:// URI (see storage_s3.dataset_kind)."""
+    check_scheme(uri)
+    return remote.dataset_kind(uri)
+
+
+def _s3(uri: str) -> bool:
+    check_scheme(uri)
+    return uri.startswith(SCHEMES)

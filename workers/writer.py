@@ -1,19 +1,30 @@
 """Episode output of a job: each episode in its own small EpisodeStore, then a commit marker.
 
-    OUT/episodes/<episode_id>/     EpisodeStore holding exactly that episode (built in a hidden
-                                   staging directory and renamed into place, so never half there)
-    OUT/commits/<episode_id>.json  its EpisodeRecord, written last: the episode counts only once
-                                   this exists
+    OUT/episodes/<episode_id>/     EpisodeStore holding exactly that episode (local: built in a
+                                   hidden staging directory and renamed into place, so never half
+                                   there)
+    OUT/episodes/<episode_id>.<attempt>/   the same on s3://, which has no rename: each attempt
+                                   uploads to a prefix of its own, and only the one the commit
+                                   marker names counts
+    OUT/commits/<episode_id>.json  its EpisodeRecord, written last and only if absent (a
+                                   conditional write): the episode counts only once this exists
 
 Writes are idempotent: a committed episode is never rewritten, and a retried batch reproduces
-byte-identical arrays, so at-least-once retries cannot duplicate or change an episode.
+byte-identical arrays, so at-least-once retries cannot duplicate or change an episode. When two
+writers race for one marker, exactly one wins; the loser checks that the winner's checksum is
+its own (then it takes the winner's record and deletes its own upload) or raises CommitConflict.
+(Locally both writers publish to the same directory, so there a conflicting loser has already
+replaced the data; consolidation's checksum check then refuses the episode until it is redone.)
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+import uuid
+from collections.abc import Iterable
 
-from schemas import EpisodeRecord, FeatureSpec
+from schemas import EpisodeRecord, FeatureSpec, SpecError
 from sim_model.data.episode import Episode
 from workers import storage
 
@@ -21,6 +32,10 @@ log = logging.getLogger(__name__)
 
 EPISODES_DIR = "episodes"
 COMMITS_DIR = "commits"
+
+
+class CommitConflict(SpecError):
+    """Two writers made different data for one episode; the first commit stands."""
 
 
 def episode_uri(out: str, episode_id: str) -> str:
@@ -32,19 +47,16 @@ def commit_uri(out: str, episode_id: str) -> str:
 
 
 def read_commit(out: str, episode_id: str) -> EpisodeRecord | None:
-    uri = commit_uri(out, episode_id)
-    if not storage.exists(uri):
-        return None
-    return EpisodeRecord.model_validate_json(storage.read_text(uri))
+    text = storage.try_read_text(commit_uri(out, episode_id))
+    return None if text is None else EpisodeRecord.model_validate_json(text)
 
 
 def committed_records(out: str) -> dict[str, EpisodeRecord]:
     """Every committed episode of the output, by episode id."""
-    records = {}
-    for name in storage.list_names(storage.join(out, COMMITS_DIR), suffix=".json"):
-        record = EpisodeRecord.model_validate_json(storage.read_text(storage.join(out, COMMITS_DIR, name)))
-        records[record.episode_id] = record
-    return records
+    names = storage.list_names(storage.join(out, COMMITS_DIR), suffix=".json")
+    texts = storage.read_many([storage.join(out, COMMITS_DIR, name) for name in names])
+    records = [EpisodeRecord.model_validate_json(t) for t in texts if t is not None]
+    return {r.episode_id: r for r in records}
 
 
 def episode_features(model_features: FeatureSpec, has_state: bool) -> FeatureSpec:
@@ -56,28 +68,81 @@ def episode_features(model_features: FeatureSpec, has_state: bool) -> FeatureSpe
     return model_features.model_copy(update=update)
 
 
-def write_episode(out: str, episode: Episode, index: int, features: FeatureSpec, *,
+def current_node() -> str | None:
+    """The Ray node this process runs on, or None outside Ray (Ray is never imported here)."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    return str(ray.get_runtime_context().get_node_id())
+
+
+def stage_episode(out: str, episode: Episode, index: int, features: FeatureSpec, *,
                   score: float | None = None, success: bool | None = None) -> EpisodeRecord:
-    """Store `episode` under OUT and commit it; returns its record (the existing one if committed)."""
+    """Store `episode`'s data under OUT (not yet committed); returns the record to commit."""
     from sim_model.data.store import EpisodeStore
 
     meta = episode.meta
-    existing = read_commit(out, meta.episode_id)
-    if existing is not None:
-        return existing
     target = episode_uri(out, meta.episode_id)
+    if storage.is_remote(out):
+        target = f"{target}.{uuid.uuid4().hex[:12]}"
     staged = storage.staging_dir(target)
     try:
-        store = EpisodeStore.create(storage.local_path(staged), features)
+        store = EpisodeStore.create(staged, features)
         store.append(episode)
     except BaseException:
-        storage.remove_tree(staged)
+        storage.discard_staged(staged)
         raise
-    # An uncommitted copy at `target` is a leftover of an interrupted attempt: replace it.
+    # Local: an uncommitted copy at `target` is a leftover of an interrupted attempt: replace it.
     storage.publish_dir(staged, target, replace=True)
-    record = EpisodeRecord(episode_id=meta.episode_id, index=index, uri=target, length=len(episode),
-                           checksum=episode.checksum(), seed=meta.seed if meta.seed is not None else 0,
-                           source=meta.source, model_hash=meta.model_hash, score=score, success=success)
-    storage.write_new(commit_uri(out, meta.episode_id), record.model_dump_json(indent=1))
-    log.debug("committed %s (%d steps)", meta.episode_id, len(episode))
-    return record
+    return EpisodeRecord(episode_id=meta.episode_id, index=index, uri=target, length=len(episode),
+                         checksum=episode.checksum(), seed=meta.seed if meta.seed is not None else 0,
+                         source=meta.source, model_hash=meta.model_hash, score=score, success=success,
+                         node_id=current_node())
+
+
+def commit(out: str, record: EpisodeRecord) -> EpisodeRecord:
+    """Write the commit marker unless another writer did; returns the record that stands."""
+    if storage.write_new(commit_uri(out, record.episode_id), record.model_dump_json(indent=1)):
+        log.debug("committed %s (%d steps)", record.episode_id, record.length)
+        return record
+    winner = read_commit(out, record.episode_id)
+    if winner is None:  # cannot happen: the marker refused us because it exists
+        raise CommitConflict(f"the commit marker of {record.episode_id} exists but cannot be read.")
+    if winner.uri != record.uri and storage.is_remote(out):
+        storage.remove_tree(record.uri)  # our upload is referenced by nothing
+    if winner.checksum != record.checksum:
+        raise CommitConflict(
+            f"episode {record.episode_id} was committed by another writer with different content "
+            f"(checksum {winner.checksum[:12]} there, {record.checksum[:12]} here). The first commit "
+            "stands; two runs made different frames for one episode, so check that they use the "
+            "same spec, checkpoint and iws version, or delete the marker "
+            f"{commit_uri(out, record.episode_id)} and rerun to regenerate it.")
+    log.info("%s was committed by another writer first (same checksum); keeping its copy",
+             record.episode_id)
+    return winner
+
+
+def write_episode(out: str, episode: Episode, index: int, features: FeatureSpec, *,
+                  score: float | None = None, success: bool | None = None) -> EpisodeRecord:
+    """Store `episode` under OUT and commit it; returns its record (the existing one if committed)."""
+    existing = read_commit(out, episode.meta.episode_id)
+    if existing is not None:
+        return existing
+    return commit(out, stage_episode(out, episode, index, features, score=score, success=success))
+
+
+def remove_orphan_uploads(out: str, committed: Iterable[EpisodeRecord]) -> int:
+    """s3:// only: delete episode uploads no commit marker names (killed writers, lost races).
+    Call only while no writer of this output runs. Returns how many were removed."""
+    if not storage.is_remote(out):
+        return 0
+    root = storage.join(out, EPISODES_DIR)
+    kept = {r.uri.rstrip("/") for r in committed}
+    orphans = [storage.join(root, n) for n in storage.list_names(root)
+               if storage.join(root, n) not in kept]
+    for uri in orphans:
+        storage.remove_tree(uri)
+    if orphans:
+        log.info("removed %d uncommitted episode uploads under %s", len(orphans), root)
+    return len(orphans)
+

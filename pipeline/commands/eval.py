@@ -2,6 +2,8 @@
 
   iws eval fidelity  --model CKPT --data STORE [--horizons 1,10,50,200] --out DIR
   iws eval stability --model CKPT --init STORE[#EP:FRAME] --steps 6000 --out DIR
+  iws eval policy    --model CKPT --policy (DIR | module:function) --init DATASET --episodes N
+                     [--horizon T] [--batch-size B] [--out DIR] [--ground-truth pusht] [--seed S]
 
 Each evaluation is one `_register_<name>` function below (parser + `func`); adding one (e.g.
 `iws eval policy`) is a new function and a line in EVALUATIONS.
@@ -78,7 +80,43 @@ def _register_stability(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_stability)
 
 
-EVALUATIONS = [_register_fidelity, _register_stability]
+def _register_policy(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "policy", help="score a policy closed loop inside the world model (and in gym-pusht)",
+        description="Roll --episodes episodes of --horizon steps from the init dataset's frames, the "
+        "policy acting on every generated frame (batched across episodes), score each episode with "
+        "--scorer and report mean score and success rate with 95%% intervals (bootstrap, Wilson). "
+        "--ground-truth pusht runs the same policy from the same initial states in gym-pusht and "
+        "reports both, paired per episode. Writes metrics.json and rollouts.gif|mp4 to --out.")
+    parser.add_argument("--model", required=True, help="checkpoint directory or bundled name ('pusht')")
+    parser.add_argument("--policy", required=True, help="LeRobot pretrained-policy directory, or "
+                        "'package.module:function' (or class) mapping (step, observation) -> (B, A), "
+                        "e.g. pipeline.pusht.demonstrator:PushTDemonstrator")
+    parser.add_argument("--init", required=True, help="Zarr episode store or LeRobot dataset; episode "
+                        "i starts from frame --init-frame of its episode i (round-robin)")
+    parser.add_argument("--init-frame", type=int, default=0, help="frame of each init episode (default 0)")
+    parser.add_argument("--episodes", type=int, default=50, help="episodes to roll (default 50)")
+    parser.add_argument("--horizon", type=int, default=300, help="policy steps per episode (default "
+                        "300, gym-pusht's limit)")
+    parser.add_argument("--batch-size", type=int, default=8, help="episodes rolled together")
+    parser.add_argument("--out", default="runs/eval-policy", help="report directory")
+    parser.add_argument("--ground-truth", choices=["pusht"], help="also run the policy in gym-pusht "
+                        "(--init must be a Zarr store with state and block_pose, e.g. from `iws "
+                        "collect pusht`)")
+    parser.add_argument("--scorer", default="pusht_coverage",
+                        help="built-in scorer name or 'package.module:function' (default pusht_coverage)")
+    parser.add_argument("--videos", type=int, default=4, help="episodes shown in the video (0: none)")
+    parser.add_argument("--video-format", choices=["gif", "mp4"], default="gif")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the episodes' seeds")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None,
+                        help="inference precision (default: the checkpoint's setting)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run_policy)
+
+
+EVALUATIONS = [_register_fidelity, _register_stability, _register_policy]
 
 
 def _positive(value: int | None, flag: str) -> None:
@@ -250,4 +288,43 @@ def run_stability(args: argparse.Namespace) -> int:
     out.write_filmstrip(result.snapshots, outdir / "stability_frames.png")
     _console().print(out.stability_table(result.report))
     log.info("wrote %s (stability.json, stability.png, stability_frames.png)", outdir)
+    return 0
+
+
+def run_policy(args: argparse.Namespace) -> int:
+    from pipeline.cli import UserError
+    from pipeline.evaluation import report as out
+    from pipeline.evaluation.policy import episode_specs, evaluate_policy
+    from pipeline.evaluation.policy_report import policy_table, rollout_grid
+    from schemas.job import InitSpec, PolicySource
+    from workers.actions.policy import make_policy_source
+    from workers.init_frames import list_init_refs
+    from workers.scoring import resolve_scorer
+
+    for flag in ("episodes", "horizon", "batch_size"):
+        _positive(getattr(args, flag), "--" + flag.replace("_", "-"))
+    if args.videos < 0 or args.init_frame < 0:
+        raise UserError(f"--videos and --init-frame must be >= 0, got {args.videos} and {args.init_frame}.")
+    scorer = resolve_scorer(args.scorer, "--scorer")
+    model = _load_model(args)
+    refs = list_init_refs(InitSpec(dataset=args.init, frame=args.init_frame), model.features)
+    specs = episode_specs(refs, args.episodes, args.horizon, args.seed)
+    policy = make_policy_source(PolicySource(policy=args.policy), model.features, args.device)
+    sides = 2 if args.ground_truth else 1
+    with _progress(args) as bar:
+        task = bar.add_task("rollouts", total=sides * args.episodes * args.horizon)
+        result = evaluate_policy(
+            model, policy, scorer, specs, args.horizon, args.batch_size, args.videos,
+            args.ground_truth, args.seed,
+            {"policy": args.policy, "model": str(args.model), "init": args.init, "scorer": args.scorer},
+            progress=lambda side, steps: bar.update(task, advance=steps))
+    outdir = Path(args.out)
+    if result.model_videos:
+        name = f"rollouts.{args.video_format}"
+        out.write_video(rollout_grid(result.model_videos, result.truth_videos), outdir / name,
+                        fps=model.features.fps)
+        result.report.videos.append(name)
+    out.write_json(outdir / "metrics.json", result.report)
+    _console().print(policy_table(result.report))
+    log.info("wrote %s (metrics.json%s)", outdir, ", " + ", ".join(result.report.videos) if result.report.videos else "")
     return 0

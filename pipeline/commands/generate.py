@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import signal
 import sys
+import threading
+import time
+
+log = logging.getLogger("iws.generate")
+PROGRESS_LOG_S = 5.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -41,9 +52,16 @@ def run(args: argparse.Namespace) -> int:
               f"{plan.model_hash}, output {spec.output.path}")
         return 0
     bar: tqdm | None = None
+    logged = 0.0
 
     def show(progress: Progress) -> None:
-        nonlocal bar
+        nonlocal bar, logged
+        if args.no_progress and (time.monotonic() - logged > PROGRESS_LOG_S or progress.done == progress.total):
+            # No bar (a log file, `iws submit`): a progress line now and then instead.
+            logged = time.monotonic()
+            eta = "" if progress.eta_s is None else f", ETA {progress.eta_s:.0f}s"
+            log.info("progress: %d/%d episodes, %.1f frames/s%s", progress.done, progress.total,
+                     progress.frames_per_s, eta)
         if bar is None:  # opened when the driver starts, so the rate and ETA count from there
             bar = tqdm(total=progress.total, initial=progress.done, unit="ep", desc=spec.name,
                        disable=args.no_progress, file=sys.stderr, dynamic_ncols=True,
@@ -51,9 +69,19 @@ def run(args: argparse.Namespace) -> int:
         bar.update(progress.done - bar.n)
         bar.set_postfix(frames_per_s=f"{progress.frames_per_s:.1f}", refresh=True)
 
+    # `ray job stop` / `iws submit --stop` send SIGTERM: end like Ctrl-C, so the driver records
+    # what is committed before it exits (before Ray connects: our handler; after: Ray's).
+    main_thread = threading.current_thread() is threading.main_thread()  # signals need it
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
         manifest = run_job(spec, address=args.address, overwrite=args.overwrite, on_progress=show)
+    except SystemExit as error:
+        if error.code == signal.SIGTERM:  # once connected, Ray's driver handles SIGTERM this way
+            raise KeyboardInterrupt from None
+        raise
     finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
         if bar is not None:
             bar.close()
     print(f"{spec.name}: {len(manifest.episodes)} episodes, {manifest.frames} frames -> "

@@ -36,9 +36,11 @@ from typing import Any
 import numpy as np
 
 from pipeline.export.lerobot_features import key_map, to_lerobot_features
+from pipeline.export.remote import export_to_remote
 from pipeline.export.stats import image_histogram
 from pipeline.imports import EpisodeSource, open_dataset
 from schemas import FeatureSpec, SpecError
+from workers import storage
 
 log = logging.getLogger(__name__)
 VCODECS = ("libsvtav1", "h264", "hevc", "auto")
@@ -57,14 +59,18 @@ class EpisodeSummary:
 def export_lerobot(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.PathLike[str], *,
                    repo_id: str | None = None, task: str | None = None, vcodec: str = "libsvtav1",
                    workers: int = 1, overwrite: bool = False,
-                   on_episode: Callable[[int], None] | None = None) -> Path:
-    """Write `src` as a LeRobot v3.0 dataset at `dest` and return `dest`.
+                   on_episode: Callable[[int], None] | None = None) -> Path | str:
+    """Write `src` as a LeRobot v3.0 dataset at `dest` (a directory or s3:// prefix); returns `dest`.
 
     repo_id: the dataset's id (`LeRobotDataset(repo_id, root=dest)`); default `iws/<dest name>`.
     task: task text for episodes whose metadata has none. on_episode(frames) runs per episode.
     The dataset appears at `dest` only when complete and verified.
     """
     source = src if isinstance(src, EpisodeSource) else open_dataset(src)
+    if storage.is_remote(os.fspath(dest)):
+        return export_to_remote(os.fspath(dest), overwrite=overwrite, write=lambda local: export_lerobot(
+            source, local, repo_id=repo_id, task=task, vcodec=vcodec, workers=workers,
+            on_episode=on_episode))
     dest = Path(dest).expanduser().absolute()
     repo_id = repo_id or f"iws/{dest.name}"
     fps = check_exportable(source.features, vcodec, repo_id)

@@ -25,9 +25,11 @@ from typing import Any
 import numpy as np
 
 from pipeline.export.lerobot import replace_dir
+from pipeline.export.remote import export_to_remote
 from pipeline.imports import EpisodeSource, open_dataset
 from schemas import SpecError
 from sim_model.data.store_layout import IMAGE_COMPRESSOR, LOWDIM_COMPRESSOR, data_layout
+from workers import storage
 
 log = logging.getLogger(__name__)
 ATTR_KEY = "iws_export"
@@ -67,11 +69,15 @@ def dp_key_map(keys: tuple[str, ...], renames: dict[str, str]) -> dict[str, str]
 
 def export_zarr_dp(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.PathLike[str], *,
                    keys: dict[str, str] | None = None, overwrite: bool = False,
-                   on_episode: Callable[[int], None] | None = None) -> Path:
-    """Write `src` as a Diffusion-Policy Zarr store at `dest` (appears only when complete)."""
+                   on_episode: Callable[[int], None] | None = None) -> Path | str:
+    """Write `src` as a Diffusion-Policy Zarr store at `dest` (a directory or s3:// prefix;
+    appears only when complete)."""
     import zarr
 
     source = src if isinstance(src, EpisodeSource) else open_dataset(src)
+    if storage.is_remote(os.fspath(dest)):
+        return export_to_remote(os.fspath(dest), overwrite=overwrite, write=lambda local: export_zarr_dp(
+            source, local, keys=keys, on_episode=on_episode))
     if len(source) == 0:
         raise SpecError("the source dataset has no episodes; there is nothing to export.")
     dest = Path(dest).expanduser().absolute()

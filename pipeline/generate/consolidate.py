@@ -1,8 +1,8 @@
 """Merge a job's committed episodes into one EpisodeStore (OUT/dataset.zarr), and export hooks.
 
 Idempotent: when dataset.zarr already holds exactly the kept episodes in index order it is left
-alone; otherwise it is rebuilt in a staging directory and swapped in, so a crash never leaves a
-half-merged dataset where readers look.
+alone; otherwise it is rebuilt in a staging directory and swapped in (on s3://: uploaded with its
+root attributes last), so a crash never leaves a half-merged dataset that readers would trust.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _up_to_date(uri: str, records: list[EpisodeRecord]) -> bool:
     if not storage.exists(uri):
         return False
     try:
-        store = EpisodeStore.open(storage.local_path(uri), "r")
+        store = EpisodeStore.open(uri, "r")
     except SpecError:
         return False
     return len(store) == len(records) and all(
@@ -42,16 +42,16 @@ def consolidate(out: str, records: list[EpisodeRecord], features: FeatureSpec) -
     start = time.perf_counter()
     staged = storage.staging_dir(target)
     try:
-        merged = EpisodeStore.create(storage.local_path(staged), features)
+        merged = EpisodeStore.create(staged, features)
         for record in records:
-            episode = EpisodeStore.open(storage.local_path(record.uri), "r").episode(0)
+            episode = EpisodeStore.open(record.uri, "r").episode(0)
             if episode.checksum() != record.checksum:
                 raise SpecError(f"episode {record.episode_id} at {record.uri} does not match the checksum "
                                 "in its commit marker (the files were changed or damaged). Delete its "
                                 "commit marker and rerun the job to regenerate it.")
             merged.append(episode)
     except BaseException:
-        storage.remove_tree(staged)
+        storage.discard_staged(staged)
         raise
     storage.publish_dir(staged, target, replace=True)
     log.info("consolidated %d episodes into %s in %.1fs", len(records), target, time.perf_counter() - start)
@@ -67,6 +67,6 @@ def export_lerobot(spec: JobSpec, src_zarr: str, *, refresh: bool) -> str:
         log.info("%s is up to date", dest)
         return dest
     exporter = importlib.import_module(LEROBOT_EXPORTER)
-    exporter.export_lerobot(storage.local_path(src_zarr), storage.local_path(dest),
-                            repo_id=f"iws/{spec.name}", task=spec.task or None, overwrite=True)
+    exporter.export_lerobot(src_zarr, dest, repo_id=f"iws/{spec.name}", task=spec.task or None,
+                            overwrite=True)
     return dest

@@ -108,7 +108,8 @@ def run_job(spec: JobSpec, *, address: str | None = None, overwrite: bool = Fals
         finally:
             done.update({k: r for k, r in committed_records(out).items() if k in wanted})
             write_manifest()  # what is committed stays; a rerun resumes from here
-        outputs.remove_partial_writes(out)  # left by replicas killed mid-write, now restarted
+        # Left by replicas killed mid-write (now restarted) and by writers that lost a race.
+        outputs.remove_partial_writes(out, done.values())
     records = _check_complete(plan, done)
     kept = [r for r in records if is_kept(spec.filter, r.success)]
     zarr_uri, changed = consolidate(out, kept, plan.features)

@@ -4,18 +4,21 @@
     OUT/episodes/, OUT/commits/   written by replicas (workers.writer)
     OUT/manifest.json   RunManifest, rewritten atomically as the run goes
     OUT/dataset.zarr    consolidated EpisodeStore;  OUT/lerobot/  LeRobot export
+
+OUT is a local directory or an s3:// prefix; every access goes through workers.storage.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from pipeline.generate.spec import RUN_ONLY_FIELDS, content_diff, content_hash
 from schemas import EpisodeRecord, JobSpec, RunManifest, SpecError
 from workers import storage
-from workers.writer import COMMITS_DIR, EPISODES_DIR
+from workers.writer import COMMITS_DIR, EPISODES_DIR, remove_orphan_uploads
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +43,7 @@ def clear_output(out: str) -> None:
     for name in _OWNED_DIRS:
         storage.remove_tree(storage.join(out, name))
     for name in _OWNED_FILES:
-        if storage.exists(storage.join(out, name)):
-            storage.local_path(storage.join(out, name)).unlink()
+        storage.remove_file(storage.join(out, name))
 
 
 def claim_output(spec: JobSpec, *, overwrite: bool) -> None:
@@ -52,9 +54,9 @@ def claim_output(spec: JobSpec, *, overwrite: bool) -> None:
     out = spec.output.path
     if overwrite:
         clear_output(out)
-    job_uri = storage.join(out, JOB_FILE)
-    if storage.exists(job_uri):
-        old = json.loads(storage.read_text(job_uri))
+    job_text = storage.try_read_text(storage.join(out, JOB_FILE))
+    if job_text is not None:
+        old = json.loads(job_text)
         if old.get("content_hash") != content_hash(spec):
             fields = content_diff(old.get("content", {}), _content(spec))
             raise SpecError(f"{out} holds episodes of a different job (fields that differ: "
@@ -63,18 +65,24 @@ def claim_output(spec: JobSpec, *, overwrite: bool) -> None:
     elif storage.list_names(storage.join(out, COMMITS_DIR)):
         raise SpecError(f"{out} holds committed episodes but no {JOB_FILE}, so they cannot be matched "
                         "to this job; choose another output path or pass --overwrite.")
-    storage.write_atomic(job_uri, json.dumps({"job": spec.name, "content_hash": content_hash(spec),
+    storage.write_atomic(storage.join(out, JOB_FILE), json.dumps({"job": spec.name, "content_hash": content_hash(spec),
                                               "content": _content(spec),
                                               "spec": spec.model_dump(mode="json")}, indent=1))
     remove_partial_writes(out)
 
 
-def remove_partial_writes(out: str) -> None:
-    """Delete staging copies that killed writers left behind (call only while no replica runs)."""
+def remove_partial_writes(out: str, committed: Iterable[EpisodeRecord] | None = None) -> None:
+    """Delete what killed writers left behind (call only while no replica runs): local staging
+    copies, and with `committed` given, s3:// episode uploads that no commit marker names.
+
+    S3 orphans are removed only at the end of a run (the driver passes `committed`), never when
+    a run starts: a writer of an interrupted earlier run could still be finishing its upload."""
     for sub in (EPISODES_DIR, COMMITS_DIR):
         removed = storage.remove_stale_staging(storage.join(out, sub))
         if removed:
             log.info("removed %d partial writes of interrupted writers in %s/", removed, sub)
+    if committed is not None:
+        remove_orphan_uploads(out, committed)
 
 
 def write_manifest(out: str, manifest: RunManifest) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from pipeline.generate.expand import expand
 from schemas import EpisodeSpec, FeatureSpec, JobSpec, SpecError
+from schemas.job import ReplaySource
 from workers import storage
 from workers.actions import make_action_source
 from workers.init_frames import list_init_refs
@@ -56,10 +57,26 @@ def _check_output(spec: JobSpec) -> None:
                         f"({LEROBOT_EXPORTER}); remove 'lerobot' and convert dataset.zarr later.")
 
 
+def _check_schemes(spec: JobSpec) -> None:
+    """Every location in the spec is a local path or s3:// (SpecError naming the field)."""
+    places = {"model": spec.model, "output.path": spec.output.path, "init.dataset": spec.init.dataset}
+    places.update({f"init.images[{i}]": p for i, p in enumerate(spec.init.images or [])})
+    places.update({f"action_sources.{n}.path": s.path for n, s in spec.action_sources.items()
+                   if isinstance(s, ReplaySource)})
+    for field, uri in places.items():
+        if uri is not None:
+            try:
+                storage.check_scheme(uri)
+            except SpecError as error:
+                raise SpecError(f"{field}: {error}") from None
+
+
 def preflight(spec: JobSpec) -> Plan:
     """Load the model on CPU and check init frames, action sources, filter and output against it."""
-    if spec.output.path and storage.is_remote(spec.output.path):
-        storage.local_path(spec.output.path)  # raises the "not supported yet" SpecError
+    _check_schemes(spec)
+    remote = storage.is_remote(spec.output.path)
+    if remote:  # before the model loads: a wrong bucket or credentials fail in a second
+        _check_output(spec)
     wm = _load_model(spec)
     features = wm.features
     try:
@@ -69,7 +86,8 @@ def preflight(spec: JobSpec) -> Plan:
     _check_sources(spec, features)
     if spec.filter is not None:
         resolve_scorer(spec.filter.scorer)
-    _check_output(spec)
+    if not remote:  # creates the directory: only once everything else is known to be right
+        _check_output(spec)
     log.info("job %s: %d episodes x %d steps, model %s, %d initial frames", spec.name, spec.episodes,
              spec.horizon, wm.checkpoint_hash, len(refs))
     return Plan(spec=spec, model_features=features, features=episode_features(features, wm.has_state),

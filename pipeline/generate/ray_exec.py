@@ -68,6 +68,7 @@ def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | N
     from workers.replica import WorldModelReplica
 
     started = connect(address)
+    interrupted = False
     try:
         with quiet_ray_data(show_ray_progress):
             rows = [{"episodes": json.dumps([e.model_dump(mode="json") for e in g])} for g in pending]
@@ -82,6 +83,13 @@ def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | N
                 if row["error"]:
                     raise SpecError(f"a replica reported: {row['error']}")
                 on_record(EpisodeRecord.model_validate_json(str(row["record"])))
+    except (KeyboardInterrupt, SystemExit):
+        # Ctrl-C, or a stop: SIGTERM, which a connected Ray driver turns into sys.exit(15). The
+        # caller records what is committed before the process exits (which disconnects from Ray
+        # anyway); a stop becomes SIGKILL after a few seconds (RAY_JOB_STOP_WAIT_TIME_S), so no
+        # time goes to a clean shutdown first.
+        interrupted = True
+        raise
     finally:
-        if started:
+        if started and not interrupted:
             ray.shutdown()

@@ -38,7 +38,7 @@ def detect_format(path: str | os.PathLike[str]) -> Format:
     """Which kind of dataset lives at `path`: an iws EpisodeStore, a DP Zarr store or LeRobot."""
     text = os.fspath(path)
     if "://" in text and not text.startswith("file://"):
-        return "iws"  # remote locations are read through EpisodeStore's fsspec support
+        return _remote_format(text)
     local = Path(text.removeprefix("file://")).expanduser()
     if not local.exists():
         raise SpecError(f"no dataset at {local}; pass an iws Zarr store, a Diffusion-Policy Zarr "
@@ -64,6 +64,31 @@ def detect_format(path: str | os.PathLike[str]) -> Format:
                     "iws episode store or a Diffusion-Policy replay buffer.")
 
 
+def _remote_format(uri: str) -> Format:
+    """The format of an s3:// dataset, from its marker objects (a few small requests)."""
+    from sim_model.data.store_layout import ATTR_KEY
+    from workers import storage
+
+    kind = storage.remote_dataset_kind(uri)
+    if kind == "lerobot":
+        return "lerobot"
+    attrs = storage.try_read_text(storage.join(uri, ".zattrs")) or ""
+    if kind == "zarr" and ATTR_KEY in attrs:
+        return "iws"
+    if kind == "zarr":
+        return "zarr-dp"
+    raise SpecError(f"{uri} is a JSONL file, not a dataset; pass an iws Zarr store, a "
+                    "Diffusion-Policy Zarr store or a LeRobot v3.0 dataset root.")
+
+
+def _local_copy(path: str | os.PathLike[str]) -> str | os.PathLike[str]:
+    """s3:// LeRobot and DP datasets are read from a cached local copy (iws stores in place)."""
+    from workers import storage
+
+    text = os.fspath(path)
+    return storage.fetch(text) if storage.is_remote(text) else path
+
+
 def open_dataset(path: str | os.PathLike[str], *, keys: dict[str, str] | None = None,
                  fps: float | None = None, task: str = "") -> EpisodeSource:
     """Open any supported dataset read-only with the EpisodeStore read API.
@@ -82,26 +107,29 @@ def open_dataset(path: str | os.PathLike[str], *, keys: dict[str, str] | None = 
     if kind == "lerobot":
         from pipeline.imports.lerobot import LeRobotReader
 
-        return LeRobotReader(path)
+        return LeRobotReader(_local_copy(path))
     from pipeline.imports.zarr_dp import DPZarrReader
 
-    return DPZarrReader(path, keys=keys, fps=fps, task=task)
+    return DPZarrReader(_local_copy(path), keys=keys, fps=fps, task=task)
 
 
 def import_dataset(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.PathLike[str], *,
                    overwrite: bool = False, on_episode: Callable[[int], None] | None = None,
-                   **open_kwargs: object) -> Path:
+                   **open_kwargs: object) -> Path | str:
     """Copy every episode of `src` into a new EpisodeStore at `dest`; returns `dest`.
 
     An interrupted import resumes: if `dest` holds a prefix of `src`'s episodes (same features,
     same episode ids) the rest are appended. `on_episode(frames)` is called per episode.
     """
     from sim_model.data.store import EpisodeStore
+    from workers import storage
 
     source = src if isinstance(src, EpisodeSource) else open_dataset(src, **open_kwargs)  # type: ignore[arg-type]
-    dest_path = Path(dest)
+    dest_path: Path | str = Path(dest)
+    if storage.is_remote(os.fspath(dest)):  # s3:// stays a URI; EpisodeStore writes it in place
+        dest_path = os.fspath(dest)
     store: EpisodeStore | None = None
-    if dest_path.exists() and not overwrite:
+    if (storage.exists(dest_path) if isinstance(dest_path, str) else dest_path.exists()) and not overwrite:
         store = _resumable(dest_path, source)
     if store is None:
         store = EpisodeStore.create(dest_path, source.features, overwrite=overwrite)
@@ -114,7 +142,7 @@ def import_dataset(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
     return dest_path
 
 
-def _resumable(dest: Path, source: EpisodeSource) -> EpisodeStore:
+def _resumable(dest: Path | str, source: EpisodeSource) -> EpisodeStore:
     from sim_model.data.store import EpisodeStore
 
     try:

@@ -209,6 +209,18 @@ class PushTSim:
         # reset() reports no coverage; compute it the way step() does.
         return self._observe(obs, info, float(self._env._get_coverage()))
 
+    def reset_to(self, agent: np.ndarray, block_pose: np.ndarray) -> Observation:
+        """Start from a recorded state: agent position (2,) and block_pose (x, y, angle) exactly.
+
+        gym-pusht's reset_to_state places the origin at (x, y) and then turns the block about its
+        centre of gravity, which moves the origin; the position passed in compensates for that.
+        """
+        pose = np.asarray(block_pose, dtype=np.float64)
+        origin = pose[:2] - T_COG + rotation(pose[2]) @ T_COG
+        state = [*np.asarray(agent, dtype=np.float64), *origin, pose[2]]
+        obs, info = self._env.reset(options={"reset_to_state": state})
+        return self._observe(obs, info, float(self._env._get_coverage()))
+
     def step(self, target: np.ndarray) -> Observation:
         """Drive the agent toward `target` (2,) for one control step (0.1 s)."""
         action = np.clip(np.asarray(target, dtype=np.float64), 0.0, WORKSPACE)

@@ -48,14 +48,14 @@ class ConsistencyDecoder(nn.Module):
         self.view = nn.Embedding(views, cfg.cond_dim)
         self.stem = nn.Conv2d(3 + lat, chans[0], 3, padding=1)
         self.inject = nn.ModuleList(nn.Conv2d(lat, c, 3, padding=1) for c in chans[1:])
-        self.down = nn.ModuleList()
+        self.down: list[nn.ModuleList] = nn.ModuleList()  # type: ignore[assignment]
         self.downsample = nn.ModuleList()
         for i, c in enumerate(chans):
             self.down.append(nn.ModuleList(ResBlock(c, c, cfg.cond_dim) for _ in range(cfg.decoder_blocks)))
             if i + 1 < len(chans):
                 self.downsample.append(Downsample(c, chans[i + 1]))
         self.mid = ResBlock(chans[-1], chans[-1], cfg.cond_dim)
-        self.up = nn.ModuleList()
+        self.up: list[nn.ModuleList] = nn.ModuleList()  # type: ignore[assignment]
         self.upsample = nn.ModuleList()
         for i in reversed(range(len(chans))):
             c = chans[i]

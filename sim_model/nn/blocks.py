@@ -14,6 +14,13 @@ def group_norm(channels: int) -> nn.GroupNorm:
     return nn.GroupNorm(groups, channels)
 
 
+def zero_init(*layers: nn.Linear | nn.Conv2d) -> None:
+    for layer in layers:
+        nn.init.zeros_(layer.weight)
+        if layer.bias is not None:
+            nn.init.zeros_(layer.bias)
+
+
 class TimeEmbedding(nn.Module):
     """Sinusoidal embedding of a noise level t in [0, 1] followed by an MLP: (N,) -> (N, dim)."""
 
@@ -42,11 +49,8 @@ class ResBlock(nn.Module):
         self.norm2 = group_norm(cout)
         self.film = nn.Linear(cond_dim, 2 * cout)
         self.conv2 = nn.Conv2d(cout, cout, 3, padding=1)
-        self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
-        nn.init.zeros_(self.film.weight)
-        nn.init.zeros_(self.film.bias)
-        nn.init.zeros_(self.conv2.weight)
-        nn.init.zeros_(self.conv2.bias)
+        self.skip: nn.Module = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+        zero_init(self.film, self.conv2)  # FiLM starts neutral, the block as the identity
 
     def forward(self, x: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         # x: (N, cin, H, W), cond: (N, cond_dim)
@@ -73,11 +77,9 @@ class SpatialAttention(nn.Module):
         self.qkv = nn.Linear(channels, 3 * channels)
         self.proj = nn.Linear(channels, channels)
         self.norm2 = nn.LayerNorm(channels)
-        self.mlp = nn.Sequential(nn.Linear(channels, 4 * channels), nn.GELU(),
-                                 nn.Linear(4 * channels, channels))
-        for layer in (self.proj, self.mlp[2]):
-            nn.init.zeros_(layer.weight)
-            nn.init.zeros_(layer.bias)
+        mlp_out = nn.Linear(4 * channels, channels)
+        self.mlp = nn.Sequential(nn.Linear(channels, 4 * channels), nn.GELU(), mlp_out)
+        zero_init(self.proj, mlp_out)  # each block starts as the identity
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n, c, h, w = x.shape

@@ -20,6 +20,7 @@ from sim_model.nn.blocks import (
     TimeEmbedding,
     Upsample,
     group_norm,
+    zero_init,
 )
 from sim_model.nn.temporal import KV, TemporalAttention, TemporalPass
 
@@ -51,9 +52,14 @@ class DynamicsNet(nn.Module):
         # Stems also see (y, x) coordinate planes so convs can relate positions to actions
         # given in image coordinates (CoordConv).
         ys, xs = torch.meshgrid(torch.linspace(-1, 1, height), torch.linspace(-1, 1, width), indexing="ij")
-        self.register_buffer("coords", torch.stack([ys, xs])[None], persistent=False)
+        self.coords: torch.Tensor
+        self.register_buffer("coords", torch.stack([ys, xs])[None], persistent=False)  # (1, 2, h, w)
         self.ctx_stem = nn.Conv2d(latent_channels + 2, chans[0], 3, padding=1)
         self.tgt_stem = nn.Conv2d(2 * latent_channels + 2, chans[0], 3, padding=1)
+        # Action field: a per-pixel MLP of (action, y, x), so where an action acts in the image
+        # (e.g. a target position of the end effector) is one small learned function away.
+        self.action_field = nn.Sequential(nn.Conv2d(action_dim + 2, cd // 2, 1), nn.SiLU(),
+                                          nn.Conv2d(cd // 2, chans[0], 1))
         self.action = nn.Sequential(nn.Linear(action_dim, cd), nn.SiLU(), nn.Linear(cd, cd))
         self.time = TimeEmbedding(cd)
         self.view = nn.Embedding(views, cd)
@@ -70,9 +76,9 @@ class DynamicsNet(nn.Module):
         # stops at the bottleneck: the up path serves the target frame alone.
         self.up = nn.ModuleList(_Stage(2 * c, c, cfg, temporal=False) for c in reversed(chans))
         self.upsample = nn.ModuleList(Upsample(b, a) for a, b in reversed(list(zip(chans[:-1], chans[1:], strict=True))))
-        self.out = nn.Sequential(group_norm(chans[0]), nn.SiLU(), nn.Conv2d(chans[0], latent_channels, 3, padding=1))
-        nn.init.zeros_(self.out[2].weight)  # starts as "repeat the last latent"
-        nn.init.zeros_(self.out[2].bias)
+        out_conv = nn.Conv2d(chans[0], latent_channels, 3, padding=1)
+        self.out = nn.Sequential(group_norm(chans[0]), nn.SiLU(), out_conv)
+        zero_init(out_conv)  # starts as "repeat the last latent"
 
     def _cond(self, actions: torch.Tensor, levels: torch.Tensor, role: int) -> torch.Tensor:
         # actions (B, T, A), levels (B, T) -> (B*T*V, cond_dim)
@@ -83,7 +89,14 @@ class DynamicsNet(nn.Module):
         return emb.reshape(b * t * self.views, -1)
 
     def _with_coords(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([x, self.coords.to(x.dtype).expand(x.shape[0], -1, -1, -1)], 1)
+        return torch.cat([x.contiguous(), self.coords.to(x.dtype).expand(x.shape[0], -1, -1, -1)], 1)
+
+    def _field(self, actions: torch.Tensor) -> torch.Tensor:
+        """Actions (B, T, A) -> (B*T*V, C0, h, w) action field, the same for every view."""
+        b, t, a = actions.shape
+        planes = actions.reshape(b * t, a, 1, 1).expand(-1, -1, *self.coords.shape[-2:])
+        field = self.action_field(self._with_coords(planes.to(self.coords.dtype)))
+        return field.repeat_interleave(self.views, dim=0)
 
     def _unet(self, h: torch.Tensor, cond: torch.Tensor, tp: TemporalPass) -> torch.Tensor:
         skips = []
@@ -108,7 +121,8 @@ class DynamicsNet(nn.Module):
         """Keys/values of context frames z (B, T, V, C, h, w) at every temporal layer."""
         b, t, v = z.shape[:3]
         tp = TemporalPass("context", b, t, v)
-        self._unet(self.ctx_stem(self._with_coords(z.flatten(0, 2))), self._cond(actions, levels, 0), tp)
+        h = self.ctx_stem(self._with_coords(z.flatten(0, 2))) + self._field(actions)
+        self._unet(h, self._cond(actions, levels, 0), tp)
         return tp.emitted
 
     def predict(self, x_t: torch.Tensor, t: torch.Tensor, z_prev: torch.Tensor, actions: torch.Tensor,
@@ -121,8 +135,11 @@ class DynamicsNet(nn.Module):
         b, tq, v = x_t.shape[:3]
         tp = TemporalPass("target", b, tq, v, context=context, offsets=offsets)
         inp = torch.cat([x_t, z_prev], dim=3).flatten(0, 2)
-        h = self._unet(self.tgt_stem(self._with_coords(inp)), self._cond(actions, t, 1), tp)
-        delta = self.out(h).reshape(z_prev.shape)
+        h = self.tgt_stem(self._with_coords(inp)) + self._field(actions)
+        h = self._unet(h, self._cond(actions, t, 1), tp)
+        # contiguous: a channels-last view reshaped to 6-D has strides that later crash
+        # oneDNN's bf16 convolution backward when the result is fed back as context
+        delta = self.out(h).contiguous().reshape(z_prev.shape)
         return z_prev + delta.to(z_prev.dtype)
 
 

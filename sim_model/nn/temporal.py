@@ -48,7 +48,7 @@ class TemporalAttention(nn.Module):
         self.qkv = nn.Linear(channels, 3 * channels)
         self.proj = nn.Linear(channels, channels)
         self.rel_bias = nn.Parameter(torch.zeros(heads, window + 1))  # offset 0 = self
-        nn.init.zeros_(self.proj.weight)
+        nn.init.zeros_(self.proj.weight)  # starts as the identity
         nn.init.zeros_(self.proj.bias)
 
     def forward(self, x: torch.Tensor, tp: TemporalPass) -> torch.Tensor:

@@ -38,7 +38,9 @@ def autoencoder_task(net: WorldModelNet, train: DataView, val: DataView, cfg: St
         loss = rec
         if net.state_head is not None and data.states is not None:
             target = norm.state(torch.from_numpy(data.states[idx]).to(device))
-            state_loss = torch.nn.functional.mse_loss(net.state(z), target)
+            predicted = net.state(z)
+            assert predicted is not None
+            state_loss = torch.nn.functional.mse_loss(predicted, target)
             logs["state"] = state_loss.item()
             loss = loss + 0.1 * state_loss
         return loss, logs

@@ -37,6 +37,9 @@ class StageConfig(BaseModel):
                                  "the model's own one-step samples (fed-back training).")
     feedback_start: float = Field(default=0.3, ge=0, le=1,
                                   description="Dynamics: fraction of steps before fed-back batches start.")
+    motion_weight: float = Field(default=10.0, ge=0,
+                                 description="Dynamics: extra loss weight per unit of latent change "
+                                 "between consecutive frames (0 = plain MSE).")
     # decoder fine-tune
     latent_noise: float = Field(default=0.1, ge=0,
                                 description="Decoder: std of noise added to latents before re-projection.")

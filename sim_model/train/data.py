@@ -59,7 +59,7 @@ class TrainingData:
         digest = hashlib.sha256()
         for array in (self.ends, self.actions, self.states, self.frames.numpy()):
             if array is not None:
-                digest.update(memoryview(np.ascontiguousarray(array)).cast("B"))  # no copy
+                digest.update(np.ascontiguousarray(array).data)  # the buffer itself: no copy
         return digest.hexdigest()[:16]
 
     def split(self, val_fraction: float, seed: int) -> tuple[DataView, DataView]:

@@ -60,7 +60,8 @@ def dynamics_task(net: WorldModelNet, train: DataView, val: DataView, cfg: Stage
         a = norm.action(torch.from_numpy(data.actions[idx]).to(device))  # (B, L, A)
         return z, a
 
-    def losses(z: torch.Tensor, a: torch.Tensor, rng: TrainRNG, feedback: bool) -> torch.Tensor:
+    def losses(z: torch.Tensor, a: torch.Tensor, rng: TrainRNG, feedback: bool,
+               weighted: bool = True) -> torch.Tensor:
         b, length = z.shape[:2]
         src = z
         if feedback:
@@ -71,7 +72,14 @@ def dynamics_task(net: WorldModelNet, train: DataView, val: DataView, cfg: Stage
         t = decoder_times(b * (length - 1), rng, device).reshape(b, length - 1)
         x_t = noisy(z[:, 1:], rng.randn(*z[:, 1:].shape, device=device), t)
         pred = net.dynamics.predict(x_t, t, src[:, :-1], a[:, :-1], ctx, target_offsets(length, device))
-        return F.mse_loss(pred.float(), z[:, 1:])
+        error = (pred.float() - z[:, 1:]).pow(2)  # (B, L-1, V, C, h, w)
+        if not weighted or cfg.motion_weight == 0:
+            return error.mean()
+        # Moving things (the agent, a pushed block) fill a few latent pixels; weight each latent
+        # pixel by how much it changes so they are not drowned by the static background.
+        change = (z[:, 1:] - z[:, :-1]).norm(dim=3, keepdim=True)  # in [0, 2]
+        weight = 1 + cfg.motion_weight * change
+        return (error * weight).mean() / weight.mean()
 
     def loss(step: int, rng: TrainRNG) -> tuple[torch.Tensor, Logs]:
         z, a = windows(train.window_indices(rng.numpy, cfg.batch_size, window))
@@ -87,7 +95,7 @@ def dynamics_task(net: WorldModelNet, train: DataView, val: DataView, cfg: Stage
         total = repeat = 0.0
         for chunk in np.array_split(val_idx, cfg.val_batches):
             z, a = windows(chunk)
-            total += losses(z, a, rng, feedback=False).item() / cfg.val_batches
+            total += losses(z, a, rng, feedback=False, weighted=False).item() / cfg.val_batches
             repeat += F.mse_loss(z[:, :-1], z[:, 1:]).item() / cfg.val_batches
         return {"val_loss": total, "val_loss_repeat": repeat, **horizon1(val_idx[: cfg.batch_size])}
 

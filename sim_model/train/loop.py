@@ -87,11 +87,11 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
     net.train()
     try:
         while trainer.step < cfg.steps:
-            progress = trainer.step / cfg.steps
+            done = trainer.step / cfg.steps
             if time_limit_s:
-                progress = max(progress, (time.monotonic() - started) / time_limit_s)
+                done = max(done, (time.monotonic() - started) / time_limit_s)
             for group in optimizer.param_groups:
-                group["lr"] = learning_rate(cfg, trainer.step, progress)
+                group["lr"] = learning_rate(cfg, trainer.step, done)
             with autocast(device, bf16):
                 loss, logs = task.loss(trainer.step, rng)
             if not math.isfinite(loss.item()):
@@ -114,7 +114,7 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
                          "now, and rerunning continues to %d", task.name, trainer.step, cfg.steps, cfg.steps)
                 if trainer.step % cfg.val_every:  # the exported model should carry a fresh score
                     val = _periodic(net, task, cfg, stage_dir, trainer.step, device, bf16, val, logs,
-                                    loss.item(), force_val=True)
+                                    loss.item(), force_val=True, force_sample=True)
                     checkpoint()
                 break
     except KeyboardInterrupt:
@@ -129,10 +129,10 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
 
 def _periodic(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir: Path, step: int,
               device: torch.device, bf16: bool, val: Logs, logs: Logs, loss: float,
-              force_val: bool = False) -> Logs:
+              force_val: bool = False, force_sample: bool = False) -> Logs:
     """Validation, metrics log and sample images when their intervals come round."""
     is_val = force_val or step % cfg.val_every == 0 or step == cfg.steps
-    is_sample = not force_val and (step % cfg.sample_every == 0 or step == cfg.steps)
+    is_sample = force_sample or (step > 0 and (step % cfg.sample_every == 0 or step == cfg.steps))
     if not (is_val or is_sample):
         return val
     net.eval()

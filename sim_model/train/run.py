@@ -19,10 +19,11 @@ from typing import Any
 
 import torch
 
+from schemas import FeatureSpec
 from schemas.errors import SpecError, load_yaml, validate
 from sim_model import checkpoint as ckpt
 from sim_model.atomic import write_text
-from sim_model.config import CheckpointConfig, Provenance, StageRecord, preset_config
+from sim_model.config import CheckpointConfig, ModelConfig, Provenance, StageRecord, preset_config
 from sim_model.nn.world import WorldModelNet
 from sim_model.normalize import Normalizer, fit_normalization
 from sim_model.precision import resolve_precision
@@ -79,7 +80,9 @@ def train_stage(stage: Stage, data_path: str | os.PathLike[str], out: str | os.P
     data = TrainingData.from_store(data_path)
     train_view, val_view = data.split(cfg.val_fraction, cfg.seed)
     ckpt_cfg, net = _initial_model(stage, out_dir, cfg, data, train_view.episodes)
-    net.to(dev, memory_format=torch.channels_last)  # oneDNN's native layout: faster convs
+    # Not channels-last: with bf16 autocast, a no-grad feedback pass followed by backward
+    # segfaults in oneDNN (torch 2.10, CPU); the inference copy in WorldModel uses it.
+    net.to(dev)
     bf16 = resolve_precision({"auto": "auto", "on": "bf16", "off": "fp32"}[cfg.bf16], dev)
     stage_dir = out_dir / stage
     stage_dir.mkdir(parents=True, exist_ok=True)
@@ -98,8 +101,8 @@ def train_stage(stage: Stage, data_path: str | os.PathLike[str], out: str | os.P
     if stage != "autoencoder":
         ckpt.write_checkpoint(out_dir / "model", final, net.state_dict())
         path = out_dir / "model"
-    log.info("%s finished after %d steps (%.0f s); checkpoint %s", stage, record.steps,
-             record.wall_time_s, path)
+    log.info("%s: exported after %d of %d steps (%.0f s in all); checkpoint %s", stage, record.steps,
+             cfg.stage(stage).steps, record.wall_time_s, path)
     return path
 
 
@@ -114,9 +117,8 @@ def _initial_model(stage: Stage, out: Path, cfg: TrainConfig, data: TrainingData
             rows[int(starts[e]):int(data.ends[e])] = True
         norm = fit_normalization(data.features, data.actions[rows.numpy()],
                                  None if data.states is None else data.states[rows.numpy()])
-        torch.manual_seed(cfg.seed)
         return (CheckpointConfig(features=data.features, model=model_cfg, normalization=norm),
-                WorldModelNet(model_cfg, data.features))
+                _seeded_net(model_cfg, data.features, cfg.seed))
     source = out / SOURCE[stage] / "model"
     if not (source / ckpt.WEIGHTS).is_file():
         raise SpecError(f"stage '{stage}' starts from the finished '{SOURCE[stage]}' stage, but "
@@ -126,11 +128,21 @@ def _initial_model(stage: Stage, out: Path, cfg: TrainConfig, data: TrainingData
     if ckpt_cfg.features != data.features:
         raise SpecError(f"the data's features differ from those {source} was trained on; train "
                         "every stage of a run on the same dataset layout.")
-    net = WorldModelNet(ckpt_cfg.model, ckpt_cfg.features)
-    tensors = ckpt.read_weights(source)
-    ckpt.check_shapes(source, net.state_dict(), tensors)
-    net.load_state_dict(tensors)
+    net = _seeded_net(ckpt_cfg.model, ckpt_cfg.features, cfg.seed + 1)
+    # The dynamics stage takes only the autoencoder's parts (its dynamics starts fresh); the
+    # decoder fine-tune takes everything.
+    keep = ("encoder.", "decoder.", "state_head.") if stage == "dynamics" else ("",)
+    expected = {k: v for k, v in net.state_dict().items() if k.startswith(keep)}
+    tensors = {k: v for k, v in ckpt.read_weights(source).items() if k.startswith(keep)}
+    ckpt.check_shapes(source, expected, tensors)
+    net.load_state_dict(tensors, strict=False)
     return ckpt_cfg, net
+
+
+def _seeded_net(model: ModelConfig, features: FeatureSpec, seed: int) -> WorldModelNet:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return WorldModelNet(model, features)
 
 
 def _task(stage: Stage, net: WorldModelNet, train_view: Any, val_view: Any, cfg: TrainConfig,

@@ -24,17 +24,17 @@ class TrainRNG:
     """Data order (numpy) and noise (torch, CPU so runs reproduce across devices)."""
 
     numpy: np.random.Generator
-    torch: torch.Generator
+    noise: torch.Generator
 
     @classmethod
     def seeded(cls, seed: int) -> TrainRNG:
         return cls(np.random.default_rng(seed), torch.Generator().manual_seed(seed))
 
     def randn(self, *shape: int, device: torch.device) -> torch.Tensor:
-        return torch.randn(*shape, generator=self.torch).to(device)
+        return torch.randn(*shape, generator=self.noise).to(device)
 
     def rand(self, *shape: int, device: torch.device) -> torch.Tensor:
-        return torch.rand(*shape, generator=self.torch).to(device)
+        return torch.rand(*shape, generator=self.noise).to(device)
 
 
 @dataclass
@@ -56,7 +56,7 @@ def save_state(directory: str | os.PathLike[str], net: torch.nn.Module, optimize
                trainer: TrainerState, rng: TrainRNG) -> None:
     """Atomically (directory swap) write the whole training state."""
     opt_tensors, opt_meta = _optimizer_tensors(optimizer)
-    opt_tensors["__torch_rng__"] = rng.torch.get_state()
+    opt_tensors["__torch_rng__"] = rng.noise.get_state()
     payload = {"step": trainer.step, "wall_time_s": trainer.wall_time_s, "hardware": trainer.hardware,
                "extra": trainer.extra, "optimizer": opt_meta,
                "numpy_rng": rng.numpy.bit_generator.state}
@@ -81,7 +81,7 @@ def load_state(directory: Path, net: torch.nn.Module, optimizer: torch.optim.Opt
                         "folder to restart the stage from scratch.") from None
     device = next(net.parameters()).device
     net.load_state_dict({k: v.to(device) for k, v in weights.items()})
-    rng.torch.set_state(opt_tensors.pop("__torch_rng__"))
+    rng.noise.set_state(opt_tensors.pop("__torch_rng__"))
     rng.numpy.bit_generator.state = payload["numpy_rng"]
     slots: dict[int, dict[str, torch.Tensor]] = {}
     for key, value in opt_tensors.items():

@@ -115,7 +115,7 @@ def test_init_image_of_the_wrong_size(tmp_path: Path, tiny_checkpoint: Path) -> 
 @pytest.mark.parametrize("output, message", [
     ("blocker/out", "not writable"),
     ("blocker", "exists and is not a directory"),
-    ("s3://bucket/run", "s3:// locations are not supported yet"),
+    ("gs://bucket/run", "gs:// locations are not supported; use a local path or an s3:// URI"),
 ])
 def test_unwritable_output(tmp_path: Path, tiny_checkpoint: Path, init_images: dict, output: str,
                            message: str) -> None:

@@ -10,10 +10,13 @@ from typing import Any
 import numpy as np
 
 from schemas import SpecError
+from workers import storage
 
 
 def dataset_kind(path: str | Path) -> str:
     """'zarr', 'lerobot' or 'jsonl' by what is on disk; SpecError when it is none of them."""
+    if storage.is_remote(str(path)):
+        return storage.remote_dataset_kind(str(path))
     p = Path(path)
     if p.is_file() and p.suffix in (".jsonl", ".json"):
         return "jsonl"
@@ -93,7 +96,8 @@ class ActionStreams:
 
             self._store = EpisodeStore.open(self.path, "r")
             return len(self._store)
-        self._all = _read_jsonl(Path(self.path)) if self.kind == "jsonl" else _read_lerobot(Path(self.path))
+        local = storage.fetch(self.path)  # s3://: a cached local copy
+        self._all = _read_jsonl(local) if self.kind == "jsonl" else _read_lerobot(local)
         return len(self._all)
 
     @property

@@ -1,0 +1,86 @@
+"""`iws submit job.yaml --address http://HEAD:8265`: run a generation job on a Ray cluster through
+its Jobs API, follow its log and progress, or stop it (`--stop ID`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from pipeline.cli import UserError
+
+TERMINAL_EXIT = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 1}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("submit", help="run a generation job on a Ray cluster (Jobs API)",
+                            description="Upload the job's directory and run `iws generate JOB "
+                            "--no-progress` on the cluster's head; committed episodes survive a stop "
+                            "or failure, and submitting the same job again resumes it.")
+    parser.add_argument("job", nargs="?", help="job spec YAML (omit with --stop)")
+    parser.add_argument("--address", default=None,
+                        help="the cluster's dashboard / Jobs API, e.g. http://127.0.0.1:8265 "
+                        "(default: RAY_API_SERVER_ADDRESS, else RAY_ADDRESS)")
+    parser.add_argument("--follow", action=argparse.BooleanOptionalAction, default=True,
+                        help="stream the job's log until it ends (default); --no-follow returns "
+                        "after submitting")
+    parser.add_argument("--stop", metavar="JOB_ID", help="stop a submitted job and wait until it ends")
+    parser.add_argument("--working-dir", default=None,
+                        help="directory to upload (default: the job file's directory); must "
+                        "contain the job file and every relative path it names")
+    parser.add_argument("--output", default=None, help="override output.path (s3:// on a cluster)")
+    parser.add_argument("--model", default=None, help="override the spec's model")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a spec field on the cluster, e.g. --set replicas=8")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="delete what an earlier run wrote to the output first")
+    parser.set_defaults(func=run)
+
+
+def _client(address: str | None) -> Any:
+    from ray.job_submission import JobSubmissionClient
+
+    address = address or os.environ.get("RAY_API_SERVER_ADDRESS") or os.environ.get("RAY_ADDRESS")
+    if not address:
+        raise UserError("no cluster given: pass --address http://HEAD:8265 (the Ray dashboard, "
+                        "e.g. through `kubectl port-forward svc/iws-head-svc 8265:8265`) or set "
+                        "RAY_API_SERVER_ADDRESS.")
+    try:
+        return JobSubmissionClient(address)
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        raise UserError(f"cannot reach the Ray Jobs API at {address} ({error}); check --address (the "
+                        "dashboard's http://HOST:8265) and that the cluster is running.") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipeline.generate import submit
+
+    if args.stop:
+        if args.job:
+            raise UserError("give either a job file to submit or --stop JOB_ID, not both.")
+        client = _client(args.address)
+        status = submit.stop(client, args.stop)
+        print(f"job {args.stop}: {status}")
+        return 0 if status == "STOPPED" else TERMINAL_EXIT.get(status, 1)
+    if not args.job:
+        raise UserError("name the job spec YAML to submit (or --stop JOB_ID).")
+    plan = submit.prepare(args.job, working_dir=args.working_dir, output=args.output,
+                          model=args.model, overrides=args.overrides, overwrite=args.overwrite)
+    client = _client(args.address)
+    job_id = submit.submit(client, plan)
+    address = client.get_address()
+    print(f"submitted {plan.job_name} as {job_id} to {address}: {plan.entrypoint}", flush=True)
+    if not args.follow:
+        print(f"follow: ray job logs --address {address} -f {job_id}\n"
+              f"stop:   iws submit --stop {job_id} --address {address}")
+        return 0
+    try:
+        status = submit.follow(client, job_id, sys.stdout)
+    except KeyboardInterrupt:
+        print(f"\nstopped following; {job_id} keeps running on the cluster. Stop it with "
+              f"`iws submit --stop {job_id} --address {address}`.", file=sys.stderr)
+        return 130
+    message = client.get_job_info(job_id).message or ""
+    print(f"job {job_id}: {status}" + (f" ({message})" if status != "SUCCEEDED" and message else ""))
+    return TERMINAL_EXIT.get(status, 1)

@@ -1,0 +1,99 @@
+"""Roll a policy closed loop in gym-pusht itself: the ground truth beside world-model rollouts.
+
+The batch runs in lockstep, one PushTSim per row, so the policy sees exactly the batched
+observation it sees inside the world model: frames (B, 1, H, W, 3) uint8 from camera 'top' and
+state (B, 2), the agent position. Coverage is gym-pusht's own (`info["coverage"]`); success is
+coverage > 0.95 at any step, as gym-pusht (which ends the episode there) reports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.pusht.env import SUCCESS_COVERAGE, PushTSim
+from schemas import EpisodeSpec
+from workers.actions.base import ActionSource, Observation, check_actions
+
+
+@dataclass(frozen=True)
+class InitialState:
+    """Where a ground-truth episode starts: agent position (2,) and block pose (x, y, angle)."""
+
+    agent: np.ndarray
+    block_pose: np.ndarray
+
+
+def seeded_states(seeds: Sequence[int]) -> list[InitialState]:
+    """gym-pusht's own random initial states for `seeds` (what `env.reset(seed=s)` draws)."""
+    sim = PushTSim(resolution=16)  # the frame is not used
+    try:
+        return [InitialState(o.agent, o.block_pose) for o in map(sim.reset, seeds)]
+    finally:
+        sim.close()
+
+
+@dataclass
+class TruthRollout:
+    """Per row: gym-pusht coverage at every frame (B, T+1), the actions (B, T+1, 2) the policy
+    chose at each frame (the last is not applied), and frames (T+1, H, W, 3) uint8 of the rows
+    asked to keep them."""
+
+    coverage: np.ndarray
+    actions: np.ndarray
+    frames: dict[int, np.ndarray]
+
+    @property
+    def best(self) -> np.ndarray:
+        return self.coverage.max(axis=1)
+
+    @property
+    def final(self) -> np.ndarray:
+        return self.coverage[:, -1]
+
+    @property
+    def success(self) -> np.ndarray:
+        return self.best > SUCCESS_COVERAGE
+
+
+def roll_pusht(policy: ActionSource, specs: Sequence[EpisodeSpec], states: Sequence[InitialState],
+               horizon: int, resolution: int, keep_frames: Sequence[int] = (),
+               progress: Callable[[int], None] | None = None) -> TruthRollout:
+    """Run `policy` for `horizon` steps from each initial state, all rows in lockstep.
+
+    Frame t is the observation the policy chose action t at, and action t yields frame t+1, as in
+    recordings; the policy also sees the last frame, so every frame has an action beside it.
+    """
+    if len(specs) != len(states):
+        raise ValueError(f"{len(specs)} episode specs for {len(states)} initial states")
+    sims = [PushTSim(resolution) for _ in states]
+    try:
+        obs = [sim.reset_to(s.agent, s.block_pose) for sim, s in zip(sims, states, strict=True)]
+        b = len(sims)
+        coverage = np.empty((b, horizon + 1))
+        actions = np.empty((b, horizon + 1, 2), np.float32)
+        kept = {r: np.empty((horizon + 1, resolution, resolution, 3), np.uint8) for r in keep_frames}
+        observation = _observation(obs)
+        policy.reset(specs, observation)
+        for t in range(horizon + 1):
+            coverage[:, t] = [o.coverage for o in obs]
+            for r, frames in kept.items():
+                frames[t] = obs[r].frame
+            actions[:, t] = check_actions(policy.actions(t, observation), b, 2, "policy")
+            if t == horizon:
+                break
+            obs = [sim.step(a) for sim, a in zip(sims, actions[:, t], strict=True)]
+            observation = _observation(obs)
+            if progress is not None:
+                progress(b)  # episode-steps just done
+        return TruthRollout(coverage=coverage, actions=actions, frames=kept)
+    finally:
+        for sim in sims:
+            sim.close()
+
+
+def _observation(obs: Sequence) -> Observation:
+    frames = np.stack([o.frame for o in obs])[:, None]  # (B, 1, H, W, 3)
+    return Observation(frames, np.stack([o.agent for o in obs]).astype(np.float32))

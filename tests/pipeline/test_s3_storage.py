@@ -1,0 +1,211 @@
+"""s3:// job storage against a real S3 server (SeaweedFS, tests/fixtures/s3.py), without Ray:
+racing commit markers, injected transient and permanent faults, fail-fast preflight, checkpoints
+fetched by ETag, and exports/imports from and to s3://.
+
+Faults are injected into botocore's real request path (a `before-send` hook answering in the
+server's place for chosen requests); every other request reaches the server.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.cli import main
+from pipeline.export.zarr_dp import export_zarr_dp
+from pipeline.imports import import_dataset, open_dataset
+from schemas import SpecError, pusht_features
+from sim_model import s3
+from sim_model.data.store import EpisodeStore
+from tests.fixtures.s3 import S3Bucket, forget_s3_clients, free_ports
+from tests.fixtures.store import TINY_LENGTHS, make_pusht_episode
+from tests.workers.jobs import job_dict, write_job
+from workers import storage
+from workers.writer import CommitConflict, commit, commit_uri, read_commit, stage_episode
+
+FEATURES = pusht_features(resolution=16)
+FAST_S = 10.0  # a setup error must surface well within this, not after minutes of retries
+
+
+class _Body:
+    """The raw body of an injected response (what botocore reads from urllib3)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stream(self, *args: object, **kwargs: object) -> Iterator[bytes]:
+        yield self.data
+
+
+@contextmanager
+def inject(operation: str, fault: Callable[[object], tuple[int, bytes] | None]) -> Iterator[None]:
+    """Answer `operation` requests with fault(request) -> (status, XML body) instead of the
+    server, whenever it returns one."""
+    from botocore.awsrequest import AWSResponse
+
+    def handler(request: object, **kwargs: object) -> AWSResponse | None:
+        answer = fault(request)
+        if answer is None:
+            return None
+        return AWSResponse(request.url, answer[0], {}, _Body(answer[1]))  # type: ignore[attr-defined]
+
+    events = s3.client().meta.events
+    events.register(f"before-send.s3.{operation}", handler)
+    try:
+        yield
+    finally:
+        events.unregister(f"before-send.s3.{operation}", handler)
+
+
+def _error(code: str) -> bytes:
+    return f"<Error><Code>{code}</Code><Message>injected</Message></Error>".encode()
+
+
+def test_racing_writers_commit_an_episode_exactly_once(s3_env: S3Bucket) -> None:
+    out = s3_env.url("job")
+    episode = make_pusht_episode(FEATURES, 0, 6, episode_id="race-000000")
+    staged = [stage_episode(out, episode, 0, FEATURES) for _ in range(2)]  # two uploads, no marker
+    assert staged[0].uri != staged[1].uri and staged[0].checksum == staged[1].checksum
+    barrier, results = threading.Barrier(2), [None, None]
+
+    def race(i: int) -> None:
+        barrier.wait()
+        results[i] = commit(out, staged[i])  # type: ignore[call-overload]
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winner = read_commit(out, "race-000000")
+    assert winner is not None and results == [winner, winner]  # the loser took the winner's record
+    assert storage.list_names(storage.join(out, "episodes")) == [winner.uri.rsplit("/", 1)[1]]
+    assert EpisodeStore.open(winner.uri).episode(0).checksum() == episode.checksum()
+
+    # A writer that made different data for the same episode: reported, and the first commit stands.
+    other = stage_episode(out, make_pusht_episode(FEATURES, 1, 6, episode_id="race-000000"), 0, FEATURES)
+    with pytest.raises(CommitConflict, match="committed by another writer with different content"):
+        commit(out, other)
+    assert read_commit(out, "race-000000") == winner
+    assert not storage.exists(other.uri), "the loser's upload must not be left behind"
+    # The low-level primitive: of two conditional PUTs exactly one creates the object.
+    assert storage.write_new(commit_uri(out, "x"), "a") and not storage.write_new(commit_uri(out, "x"), "b")
+    assert storage.read_text(commit_uri(out, "x")) == "a"
+
+
+def test_transient_errors_are_retried_with_backoff(s3_env: S3Bucket) -> None:
+    attempts: list[int] = []
+
+    def slow_down(request: object) -> tuple[int, bytes] | None:
+        attempts.append(1)
+        return (503, _error("SlowDown")) if len(attempts) <= 2 else None
+
+    uri = s3_env.url("job/commits/t.json")
+    with inject("PutObject", slow_down):
+        assert storage.write_new(uri, "{}")  # fault: 503 SlowDown twice, then the server answers
+    assert len(attempts) == 3 and storage.read_text(uri) == "{}"
+    assert s3.client().meta.config.retries["mode"] == "standard"
+
+
+def test_preflight_fails_fast_with_a_clear_message(s3_env: S3Bucket, tmp_path: Path, monkeypatch,
+                                                   capsys) -> None:
+    def check(output: str, *expected: str) -> None:
+        job = write_job(tmp_path / "job.yaml", job_dict("models/none", {"images": ["x.png"]}, output))
+        s3.forget_clients()
+        forget_s3_clients()
+        start = time.monotonic()
+        assert main(["generate", str(job), "--no-progress"]) == 2
+        elapsed = time.monotonic() - start
+        err = capsys.readouterr().err
+        assert elapsed < FAST_S, f"took {elapsed:.1f}s: {err}"
+        for text in expected:
+            assert text in err, err
+        assert s3_env.server.secret_key not in err
+
+    check("s3://no-such-bucket-iws/run", "bucket 'no-such-bucket-iws' does not exist", "aws s3 mb")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret-0123456789")
+    check(s3_env.url("run"), "refused access", "SignatureDoesNotMatch", "AWS_ACCESS_KEY_ID")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "unknownaccesskey")
+    check(s3_env.url("run"), "refused access", "InvalidAccessKeyId")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    check(s3_env.url("run"), "no AWS credentials were found")
+    for name, value in s3_env.server.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_ports(1)[0]}")  # nothing listens
+    check(s3_env.url("run"), "cannot reach the S3 endpoint", "AWS_ENDPOINT_URL")
+    check("gs://bucket/run", "gs:// locations are not supported")
+
+
+def test_checkpoint_is_fetched_once_per_version(s3_env: S3Bucket, tiny_checkpoint: Path,
+                                                tiny_features, tmp_path: Path, monkeypatch) -> None:
+    from sim_model.world_model import WorldModel
+
+    monkeypatch.setenv("IWS_CACHE_DIR", str(tmp_path / "cache"))
+    client, uri = s3_env.server.client(), s3_env.url("models/tiny")
+
+    def upload(directory: Path) -> None:
+        for name in ("config.json", "model.safetensors"):
+            client.upload_file(str(directory / name), s3_env.name, f"models/tiny/{name}")
+
+    upload(tiny_checkpoint)
+    assert WorldModel.load(uri).checkpoint_hash == WorldModel.load(tiny_checkpoint).checkpoint_hash
+    cached = list((tmp_path / "cache" / "checkpoints").iterdir())
+    weights = cached[0] / "tiny" / "model.safetensors"
+    mtime = weights.stat().st_mtime_ns
+    WorldModel.load(uri)
+    assert list((tmp_path / "cache" / "checkpoints").iterdir()) == cached
+    assert weights.stat().st_mtime_ns == mtime, "an unchanged checkpoint is not downloaded again"
+
+    other = WorldModel.random(tiny_features, preset="tiny", seed=1).save(tmp_path / "other")
+    upload(other)  # a new version under the same URI: new ETags, a new cache entry
+    assert WorldModel.load(uri).checkpoint_hash == WorldModel.load(other).checkpoint_hash
+    assert len(list((tmp_path / "cache" / "checkpoints").iterdir())) == 2
+    with pytest.raises(SpecError, match="cannot fetch checkpoint .*config.json does not exist"):
+        WorldModel.load(s3_env.url("models/missing"))
+
+
+def test_export_reads_an_s3_dataset(s3_env: S3Bucket, tmp_path: Path) -> None:
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    features = pusht_features(resolution=32)
+    url = s3_env.url("run/dataset.zarr")
+    store = EpisodeStore.create(url, features)
+    episodes = [make_pusht_episode(features, i, n) for i, n in enumerate(TINY_LENGTHS)]
+    for episode in episodes:
+        store.append(episode)
+    assert main(["export", "lerobot", url, str(tmp_path / "lr")]) == 0
+    dataset = LeRobotDataset("iws/lr", root=tmp_path / "lr", video_backend="pyav")
+    assert dataset.meta.total_episodes == 3 and dataset.meta.total_frames == sum(TINY_LENGTHS)
+    assert main(["export", "zarr-dp", url, str(tmp_path / "dp.zarr")]) == 0
+    dp = open_dataset(tmp_path / "dp.zarr")
+    assert [e.checksum() for e in dp] == [e.checksum() for e in episodes]
+
+
+def test_export_to_s3_is_never_half_visible(s3_env: S3Bucket, tiny_pusht_store) -> None:
+    dest = s3_env.url("exports/dp.zarr")
+
+    def deny_root_marker(request: object) -> tuple[int, bytes] | None:
+        url = str(request.url)  # type: ignore[attr-defined]
+        return (403, _error("AccessDenied")) if url.endswith("/exports/dp.zarr/.zgroup") else None
+
+    with inject("PutObject", deny_root_marker), pytest.raises(SpecError, match="refused access"):
+        export_zarr_dp(tiny_pusht_store, dest)  # fault: the upload dies before its root marker
+    assert storage.exists(dest), "the data objects were uploaded"
+    with pytest.raises(SpecError, match="neither a Zarr store"):
+        open_dataset(dest)  # ... but no reader trusts them
+    with pytest.raises(SpecError, match="already exists"):
+        export_zarr_dp(tiny_pusht_store, dest)
+    assert export_zarr_dp(tiny_pusht_store, dest, overwrite=True) == dest
+    expected = [e.checksum() for e in tiny_pusht_store]
+    assert [e.checksum() for e in open_dataset(dest)] == expected
+    imported = import_dataset(dest, s3_env.url("imported.zarr"))  # DP on s3:// -> iws store on s3://
+    assert [e.checksum() for e in EpisodeStore.open(imported)] == expected
+    np.testing.assert_array_equal(EpisodeStore.open(imported).episode(1).action,
+                                  tiny_pusht_store.episode(1).action)

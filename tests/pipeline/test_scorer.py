@@ -1,0 +1,99 @@
+"""The PushT coverage scorer against gym-pusht's own coverage, and the job-filter hook."""
+
+import numpy as np
+import pytest
+
+from pipeline.pusht.env import PushTSim
+from pipeline.pusht.scorer import (
+    GOAL_POSE,
+    coverage_of_pose,
+    coverage_trace,
+    frame_coverage,
+    score_episode,
+)
+from schemas import EpisodeMeta, SpecError
+from sim_model.data.episode import Episode
+from workers.scoring import BUILTIN_SCORERS, TaskScore, resolve_scorer
+from workers.scoring import score_episode as run_scorer
+
+FAR_AGENT = np.array([60.0, 460.0])  # well clear of the goal region
+
+
+@pytest.fixture(scope="module")
+def sim():
+    sim = PushTSim(resolution=96)
+    yield sim
+    sim.close()
+
+
+# Poses about the goal (offsets x, y, angle) spanning full to zero coverage.
+OFFSETS = [(0.0, 0.0, 0.0), (3.0, -2.0, 0.02), (-8.0, 6.0, -0.06), (20.0, 10.0, 0.15),
+           (-35.0, 25.0, -0.4), (60.0, -50.0, 1.2), (150.0, 150.0, 2.5)]
+
+
+@pytest.mark.parametrize("offset", OFFSETS)
+def test_pose_coverage_is_gym_pushts_own(sim, offset):
+    pose = GOAL_POSE + np.array(offset)
+    obs = sim.reset_to(FAR_AGENT, pose)
+    assert np.allclose(obs.block_pose, pose)
+    assert coverage_of_pose(obs.block_pose) == pytest.approx(obs.coverage, abs=1e-9)
+
+
+def test_frames_agree_with_gym_coverage(sim):
+    """From pixels alone, within 0.03 of gym-pusht's coverage at 96 x 96 (agent clear or touching)."""
+    errors = []
+    for offset in OFFSETS:
+        obs = sim.reset_to(FAR_AGENT, GOAL_POSE + np.array(offset))
+        errors.append(abs(frame_coverage(obs.frame) - obs.coverage))
+    touching = sim.reset_to(np.array([256.0, 235.0]), GOAL_POSE + np.array([4.0, 3.0, 0.03]))
+    errors.append(abs(frame_coverage(touching.frame) - touching.coverage))
+    assert max(errors) < 0.03, errors
+
+
+def test_t_on_the_goal_succeeds(sim):
+    obs = sim.reset_to(FAR_AGENT, GOAL_POSE)
+    assert obs.coverage == pytest.approx(1.0)
+    frames = np.stack([sim.reset_to(FAR_AGENT, GOAL_POSE + [80.0, 0.0, 0.5]).frame, obs.frame])
+    episode = Episode(frames={"top": frames}, action=np.zeros((2, 2), np.float32),
+                      meta=EpisodeMeta(episode_id="on-goal", length=2))
+    score, success = score_episode(episode)
+    assert success and score > 0.97
+    # gym-pusht's threshold: coverage > 0.95; a T well off the goal fails.
+    off = Episode(frames={"top": frames[:1]}, action=np.zeros((1, 2), np.float32),
+                  meta=EpisodeMeta(episode_id="off-goal", length=1))
+    assert score_episode(off).success is False
+
+
+def test_no_t_in_sight_scores_zero():
+    assert frame_coverage(np.full((32, 32, 3), 255, np.uint8)) == 0.0
+    noise = np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    assert 0.0 <= frame_coverage(noise) <= 1.0
+    assert coverage_of_pose(None) == 0.0
+
+
+def test_trace_stride_keeps_the_last_frame(sim):
+    frames = np.stack([sim.reset_to(FAR_AGENT, GOAL_POSE + [d, 0.0, 0.0]).frame for d in (40, 20, 10, 5, 0)])
+    trace = coverage_trace(frames, stride=3)
+    assert trace.steps.tolist() == [0, 3, 4]
+    assert trace.final == pytest.approx(trace.best) and trace.success and trace.first_success == 4
+    with pytest.raises(ValueError, match="stride"):
+        coverage_trace(frames, stride=0)
+
+
+def test_builtin_scorer_serves_the_job_filter(sim):
+    assert "pusht_coverage" in BUILTIN_SCORERS
+    scorer = resolve_scorer("pusht_coverage")
+    frames = sim.reset_to(FAR_AGENT, GOAL_POSE).frame[None]  # (1, H, W, 3)
+    episode = Episode(frames={"top": frames}, action=np.zeros((1, 2), np.float32),
+                      meta=EpisodeMeta(episode_id="e", length=1))
+    result = run_scorer(scorer, episode)
+    assert isinstance(result, TaskScore) and result.success and result.score > 0.97
+
+
+def test_scorer_errors_name_the_problem():
+    with pytest.raises(SpecError, match="pusht_coverage"):
+        resolve_scorer("coverage", "--scorer")
+    two_cams = Episode(frames={"left": np.zeros((1, 8, 8, 3), np.uint8), "right": np.zeros((1, 8, 8, 3), np.uint8)},
+                       action=np.zeros((1, 2), np.float32), meta=EpisodeMeta(episode_id="two", length=1))
+    with pytest.raises(SpecError, match="camera 'top'"):
+        run_scorer(resolve_scorer("pusht_coverage"), two_cams)

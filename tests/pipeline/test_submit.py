@@ -1,0 +1,148 @@
+"""`iws submit` against a real Ray head with the Jobs API (`ray_head`, tests/fixtures/ray_head.py),
+on a job whose locations are s3:// (checkpoint, replayed actions, output, LeRobot export):
+submitted, stopped mid-run, damaged, submitted again and followed to SUCCEEDED, which resumes it.
+Also the mistakes a user can make, refused before anything is uploaded.
+
+The head's processes hold the S3 credentials in their own environment, as cluster nodes do
+(docs/cluster.md); none travel with the submission.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from pipeline.cli import main
+from pipeline.generate import load_job
+from schemas import RunManifest
+from sim_model.data.store import EpisodeStore
+from tests.fixtures.ray_head import RayHead
+from tests.fixtures.s3 import S3Bucket, free_ports
+from tests.pipeline.rerun import rerolled_checksums
+from tests.workers.jobs import job_dict, write_job
+from workers import storage
+from workers.writer import committed_records
+
+EPISODES = 24
+WAIT_S = 180.0
+
+
+def _upload_inputs(bucket: S3Bucket, checkpoint: Path, recording: EpisodeStore) -> dict[str, str]:
+    """The checkpoint and a JSONL of recorded action streams, on s3://."""
+    client = bucket.server.client()
+    for name in ("config.json", "model.safetensors"):
+        client.upload_file(str(checkpoint / name), bucket.name, f"models/tiny/{name}")
+    lines = [json.dumps({"action": e.action.tolist()}) for e in recording]
+    client.put_object(Bucket=bucket.name, Key="inputs/actions.jsonl", Body="\n".join(lines).encode())
+    return {"model": bucket.url("models/tiny"), "replay": bucket.url("inputs/actions.jsonl")}
+
+
+def _job_dir(root: Path, model: str, out: str, **overrides: object) -> Path:
+    """A directory to upload: job.yaml and the initial frames it names by relative path."""
+    (root / "init").mkdir(parents=True)
+    rng = np.random.default_rng(3)
+    for i in range(2):
+        Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(root / "init" / f"{i}.png")
+    job = job_dict(model, {"images": ["init/*.png"]}, out, **overrides)
+    return write_job(root / "job.yaml", job)
+
+
+def _submit(head: RayHead, capsys, *args: str) -> tuple[int, str]:
+    code = main(["submit", *args, "--address", head.dashboard_url])
+    return code, capsys.readouterr().out
+
+
+def _markers(bucket: S3Bucket) -> dict[str, str]:
+    listed = bucket.server.client().list_objects_v2(Bucket=bucket.name, Prefix="run/commits/")
+    return {k["Key"]: k["ETag"] for k in listed.get("Contents", [])}
+
+
+def test_stop_then_resubmit_resumes_on_s3(ray_head: RayHead, s3_env: S3Bucket, tmp_path: Path,
+                                          tiny_checkpoint: Path, tiny_pusht_store, capsys,
+                                          monkeypatch) -> None:
+    from ray.job_submission import JobSubmissionClient
+
+    monkeypatch.setenv("IWS_CACHE_DIR", str(tmp_path / "cache"))
+    inputs = _upload_inputs(s3_env, tiny_checkpoint, tiny_pusht_store)
+    out = s3_env.url("run")
+    job = _job_dir(tmp_path / "job", inputs["model"], out, episodes=EPISODES,
+                   action_sources={"walk": {"kind": "scripted"},
+                                   "rep": {"kind": "replay", "path": inputs["replay"]}},
+                   output={"path": out, "formats": ["zarr", "lerobot"]})
+
+    code, printed = _submit(ray_head, capsys, str(job), "--no-follow")
+    assert code == 0 and "iws generate job.yaml --no-progress" in printed
+    job_id = re.search(r"submitted tiny as (\S+) to", printed)[1]  # type: ignore[index]
+    deadline = time.monotonic() + WAIT_S
+    while len(_markers(s3_env)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    code, printed = _submit(ray_head, capsys, "--stop", job_id)  # fault: the job is stopped mid-run
+    assert code == 0 and f"job {job_id}: STOPPED" in printed
+    logs = JobSubmissionClient(ray_head.dashboard_url).get_job_logs(job_id)
+    assert "interrupted; committed work is kept" in logs, logs[-3000:]
+    before = committed_records(out)
+    assert 2 <= len(before) < EPISODES
+    for record in before.values():  # every committed episode is complete and matches its marker
+        assert EpisodeStore.open(record.uri).episode(0).checksum() == record.checksum
+    manifest = RunManifest.model_validate_json(storage.read_text(f"{out}/manifest.json"))
+    assert manifest.finished is None and {r.episode_id for r in manifest.episodes} <= set(before)
+
+    client, etags = s3_env.server.client(), _markers(s3_env)
+    lost = sorted(before)[-1]  # fault: a crash between an episode's upload and its marker
+    client.delete_object(Bucket=s3_env.name, Key=f"run/commits/{lost}.json")
+    del etags[f"run/commits/{lost}.json"]
+    orphan = f"run/episodes/tiny-{EPISODES - 1:06d}.deadbeef0000"  # fault: a writer killed mid-upload
+    client.put_object(Bucket=s3_env.name, Key=f"{orphan}/data/top/0.0.0.0", Body=b"partial")
+
+    code, printed = _submit(ray_head, capsys, str(job))  # the same job again, followed: it resumes
+    assert code == 0 and f"progress: {EPISODES}/{EPISODES} episodes" in printed, printed[-3000:]
+    assert "SUCCEEDED" in printed
+    records = committed_records(out)
+    assert sorted(r.index for r in records.values()) == list(range(EPISODES))  # none lost, none twice
+    assert all(records[k].checksum == r.checksum for k, r in before.items())  # byte-identical
+    assert {k: v for k, v in _markers(s3_env).items() if k in etags} == etags, "a marker was rewritten"
+    uploads = storage.list_names(f"{out}/episodes")  # the orphan and the unreferenced upload: gone
+    assert sorted(f"{out}/episodes/{u}" for u in uploads) == sorted(r.uri for r in records.values())
+
+    manifest = RunManifest.model_validate_json(storage.read_text(f"{out}/manifest.json"))
+    assert manifest.finished is not None and len(manifest.episodes) == EPISODES
+    dataset = EpisodeStore.open(manifest.datasets["zarr"])
+    assert [e.checksum() for e in dataset] == [records[f"tiny-{i:06d}"].checksum for i in range(EPISODES)]
+    assert {dataset.meta(i).source.split(":")[0] for i in range(EPISODES)} == {"scripted", "replay"}
+    info = json.loads(storage.read_text(f"{manifest.datasets['lerobot']}/meta/info.json"))
+    assert info["total_episodes"] == EPISODES and info["total_frames"] == EPISODES * 4
+    assert rerolled_checksums(load_job(job), tmp_path / "again") == \
+        {k: r.checksum for k, r in records.items()}  # what a fresh replica makes, from the same inputs
+
+
+def test_submit_refuses_what_would_fail_on_the_cluster(tmp_path: Path, tiny_checkpoint: Path,
+                                                       capsys, monkeypatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("RAY_API_SERVER_ADDRESS", raising=False)
+
+    def refused(*args: str) -> str:
+        assert main(["submit", *args]) == 2
+        return capsys.readouterr().err
+
+    job = _job_dir(tmp_path / "job", str(tiny_checkpoint), "s3://bucket/run")
+    assert "no cluster given: pass --address" in refused(str(job))
+    unreachable = f"http://127.0.0.1:{free_ports(1)[0]}"
+    assert "cannot reach the Ray Jobs API" in refused(str(job), "--address", unreachable)
+    assert "is a relative path" in refused(str(job), "--output", "out", "--address", unreachable)
+    outside = write_job(tmp_path / "job" / "outside.yaml", job_dict(
+        tiny_checkpoint, {"dataset": "../data.zarr"}, "s3://bucket/run"))
+    assert "outside the working directory" in refused(str(outside), "--address", unreachable)
+    assert "is not inside the working directory" in refused(
+        str(job), "--working-dir", str(tmp_path / "job" / "init"), "--address", unreachable)
+    assert "episodes" in refused(str(job), "--set", "episodes=0", "--address", unreachable)
+    assert "either a job file to submit or --stop" in refused(str(job), "--stop", "raysubmit_x")
+
+
+def test_stopping_an_unknown_job_is_a_clear_error(ray_head: RayHead, capsys) -> None:
+    assert main(["submit", "--stop", "raysubmit_missing", "--address", ray_head.dashboard_url]) == 2
+    assert "cannot stop job raysubmit_missing" in capsys.readouterr().err
