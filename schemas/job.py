@@ -20,7 +20,7 @@ class InitSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dataset: str | None = Field(default=None, description="Zarr (EpisodeStore) or LeRobot v3.0 dataset "
-                                "directory whose episodes' frames start each rollout.")
+                                "directory (local or s3://) whose episodes' frames start each rollout.")
     episodes: list[int] | None = Field(default=None, description="Episode indices of `dataset` to draw "
                                        "from; None: all episodes.")
     frame: int = Field(default=0, ge=0, description="Frame index within each episode to start from.")
@@ -61,7 +61,7 @@ class ReplaySource(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["replay"] = "replay"
-    path: str = Field(description="Zarr EpisodeStore, LeRobot v3.0 dataset directory, or JSONL file of "
+    path: str = Field(description="Zarr EpisodeStore, LeRobot v3.0 dataset directory, or JSONL file (local or s3://) of "
                       "recorded action streams (one episode per line: {\"action\": [[...], ...]}, or "
                       "one step per line: {\"episode\": i, \"action\": [...]}).")
     episodes: list[int] | None = Field(default=None, description="Streams (episode indices) to replay; "
@@ -116,8 +116,8 @@ class OutputSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str = Field(description="Output directory; holds episodes/, commits/, manifest.json and the "
-                      "consolidated datasets. Only local paths for now.")
+    path: str = Field(description="Output directory or s3:// prefix; holds episodes/, commits/, "
+                      "manifest.json and the consolidated datasets.")
     formats: list[Literal["zarr", "lerobot"]] = Field(
         default_factory=lambda: ["zarr"], min_length=1,  # type: ignore[arg-type]
         description="Datasets to produce at the end: 'zarr' -> dataset.zarr (Diffusion Policy layout), "
@@ -143,7 +143,8 @@ class JobSpec(BaseModel):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Job id; names episodes "
                       "('<name>-000042') and, with `seed`, derives every episode's seed.")
-    model: str = Field(default="pusht", description="Checkpoint directory or bundled model name ('pusht').")
+    model: str = Field(default="pusht", description="Checkpoint directory or s3:// prefix, or a "
+                       "bundled model name ('pusht').")
     task: str = Field(default="", description="Task text stored with every episode.")
     init: InitSpec = Field(description="Source of initial frames.")
     action_sources: dict[str, ActionSourceSpec] = Field(

@@ -139,7 +139,8 @@ def preset_config(name: str, features: FeatureSpec) -> ModelConfig:
         case "paper":
             ae = AutoencoderConfig(encoder_channels=(64, 128), decoder_channels=(128, 256, 384),
                                    decoder_blocks=2, cond_dim=256, decode_steps=3, state_hidden=256)
-            dyn = DynamicsConfig(context=9, channels=(192, 256, 384), blocks=2, heads=8,
+            # ~26 M decoder and ~6.7 M dynamics: the paper's 28 M (UNet + ControlNet) and ~6 M
+            dyn = DynamicsConfig(context=9, channels=(64, 128, 192), blocks=1, heads=8,
                                  spatial_layers=2, cond_dim=256, sample_steps=1)
         case _:
             from schemas.errors import SpecError

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -22,7 +23,11 @@ from schemas.errors import SpecError
 from workers import storage_s3 as remote
 
 SCHEMES = ("s3://", "s3a://")
-_STAGING_PREFIX = "iws-stage-"
+# s3:// targets are staged on local disk here. A writer killed mid-write leaves its directory
+# behind; each process sweeps leftovers older than STALE_STAGING_S once, so they do not pile up.
+STAGING_ROOT = Path(tempfile.gettempdir()) / "iws-staging"
+STALE_STAGING_S = 6 * 3600
+_swept = False
 
 
 def is_remote(uri: str) -> bool:
@@ -140,8 +145,10 @@ def staging_dir(uri: str) -> str:
     """A fresh local path to build `uri` in before `publish_dir` moves it into place: a hidden
     sibling for a local `uri`, a local temporary directory for an s3:// one."""
     if _s3(uri):
+        _sweep_stale_staging()
+        STAGING_ROOT.mkdir(parents=True, exist_ok=True)
         name = uri.rstrip("/").rsplit("/", 1)[-1]
-        return str(Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX)) / name)
+        return str(Path(tempfile.mkdtemp(dir=STAGING_ROOT)) / name)
     path = local_path(uri)
     path.parent.mkdir(parents=True, exist_ok=True)
     return str(path.parent / f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
@@ -182,9 +189,23 @@ def publish_dir(staged: str, uri: str, *, replace: bool) -> bool:
 def discard_staged(staged: str) -> None:
     """Delete a staged directory (and the temporary directory holding it, for s3:// targets)."""
     path = Path(staged)
-    if path.parent.name.startswith(_STAGING_PREFIX):
+    if path.parent.parent == STAGING_ROOT:
         path = path.parent
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _sweep_stale_staging() -> None:
+    global _swept
+    if _swept or not STAGING_ROOT.is_dir():
+        return
+    _swept = True
+    cutoff = time.time() - STALE_STAGING_S
+    for entry in STAGING_ROOT.iterdir():
+        try:
+            if entry.stat().st_mtime < cutoff:
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:  # another process removed it first
+            continue
 
 
 def remove_tree(uri: str) -> None:

@@ -153,6 +153,9 @@ class PushTDemonstrator:
 
     @staticmethod
     def _retreat_point(agent: np.ndarray, pose: np.ndarray) -> np.ndarray:
+        """Where to rest: here when already clear of the T, else RETREAT further from it."""
+        if distance_to_block(agent, pose) >= RETREAT - 10.0:
+            return agent
         away = agent - block_centre(pose)
         away = away / max(float(np.linalg.norm(away)), 1e-6)
         return np.clip(agent + away * RETREAT, ACTION_LOW, ACTION_HIGH)

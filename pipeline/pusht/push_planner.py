@@ -142,14 +142,13 @@ class PushPhysics:
 
     def step(self, target: np.ndarray) -> None:
         """One control step toward `target`, as PushTEnv.step does (PD on the kinematic agent)."""
-        env = self.env
-        from pymunk import Vec2d
-
-        goal = Vec2d(float(target[0]), float(target[1]))
-        for _ in range(self.substeps):
-            acceleration = env.k_p * (goal - env.agent.position) - env.k_v * env.agent.velocity
-            env.agent.velocity += acceleration * env.dt
-            env.space.step(env.dt)
+        env, agent, space = self.env, self.env.agent, self.env.space
+        gx, gy = float(target[0]), float(target[1])
+        kp, kv, dt = env.k_p, env.k_v, env.dt
+        for _ in range(self.substeps):  # the same arithmetic on floats: Vec2d costs 3x the physics
+            (px, py), (vx, vy) = agent.position, agent.velocity
+            agent.velocity = (vx + (kp * (gx - px) - kv * vx) * dt, vy + (kp * (gy - py) - kv * vy) * dt)
+            space.step(dt)
 
 
 class PushPlanner:

@@ -67,6 +67,9 @@ def dynamics_task(net: WorldModelNet, train: DataView, val: DataView, cfg: Stage
         if feedback:
             with torch.no_grad():
                 src = torch.cat([z[:, :1], sample_next(net, z, a, rng, sample_steps)], 1)
+            # Autocast caches its bf16 copies of the weights, also those made under no_grad;
+            # reused below they would cut every gradient to the dynamics (torch 2.10).
+            torch.clear_autocast_cache()
         levels = rng.rand(b, length, device=device) * context_noise
         ctx = net.dynamics.encode_context(noisy(src, rng.randn(*src.shape, device=device), levels), a, levels)
         t = decoder_times(b * (length - 1), rng, device).reshape(b, length - 1)

@@ -45,7 +45,13 @@ class LoopResult:
 def hardware(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda: {torch.cuda.get_device_name(device)}"
-    return f"cpu: {platform.processor() or platform.machine()} x{torch.get_num_threads()} threads"
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            name = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), name)
+    except OSError:
+        pass
+    return f"cpu: {name}, {torch.get_num_threads()} threads"
 
 
 def learning_rate(cfg: StageConfig, step: int, progress: float) -> float:

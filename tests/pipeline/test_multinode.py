@@ -22,7 +22,7 @@ from tests.workers.jobs import job_dict, write_job
 from workers import storage
 from workers.writer import committed_records
 
-EPISODES = 12
+EPISODES = 8
 
 
 def test_replicas_spread_over_nodes_and_a_lost_node_loses_nothing(
@@ -30,7 +30,7 @@ def test_replicas_spread_over_nodes_and_a_lost_node_loses_nothing(
     monkeypatch.setenv("IWS_CACHE_DIR", str(tmp_path / "cache"))
     out = s3_env.url("multinode")
     path = write_job(tmp_path / "job.yaml", job_dict(
-        tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=EPISODES, horizon=6,
+        tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=EPISODES, horizon=5,
         replicas=2, resources={"num_cpus": 0.25, "num_gpus": 1}, device="cpu",
         action_sources={"walk": {"kind": "scripted"}}))
     spec = load_job(path)

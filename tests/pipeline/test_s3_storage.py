@@ -8,6 +8,7 @@ server's place for chosen requests); every other request reaches the server.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -169,6 +170,41 @@ def test_checkpoint_is_fetched_once_per_version(s3_env: S3Bucket, tiny_checkpoin
     assert len(list((tmp_path / "cache" / "checkpoints").iterdir())) == 2
     with pytest.raises(SpecError, match="cannot fetch checkpoint .*config.json does not exist"):
         WorldModel.load(s3_env.url("models/missing"))
+
+
+def test_job_inputs_are_read_from_s3(s3_env: S3Bucket, tiny_pusht_store, tmp_path: Path,
+                                     monkeypatch) -> None:
+    from PIL import Image
+
+    from schemas.job import InitSpec
+    from workers.actions.streams import ActionStreams
+    from workers.init_frames import list_init_refs, load_init
+
+    monkeypatch.setenv("IWS_CACHE_DIR", str(tmp_path / "cache"))
+    features, client = tiny_pusht_store.features, s3_env.server.client()
+    url = s3_env.url("inputs/init.zarr")  # an episode store, read in place
+    store = EpisodeStore.create(url, features)
+    for episode in tiny_pusht_store:
+        store.append(episode)
+    refs = list_init_refs(InitSpec(dataset=url, episodes=[2], frame=1), features)
+    frames, state = load_init(refs, features)
+    expected = tiny_pusht_store.window(2, 1, 2)
+    np.testing.assert_array_equal(frames[0, 0], expected["top"][0])
+    np.testing.assert_array_equal(state[0], expected["state"][0])  # type: ignore[index]
+    for i in range(2):  # image files, fetched once into the cache
+        Image.fromarray(expected["top"][0]).save(tmp_path / f"{i}.png")
+        client.upload_file(str(tmp_path / f"{i}.png"), s3_env.name, f"inputs/frames/{i}.png")
+    refs = list_init_refs(InitSpec(images=[s3_env.url("inputs/frames/*.png")]), features)
+    assert refs == [s3_env.url(f"inputs/frames/{i}.png") for i in range(2)]
+    np.testing.assert_array_equal(load_init(refs, features)[0][:, 0], np.stack([expected["top"][0]] * 2))
+
+    action = tiny_pusht_store.episode(1).action
+    np.testing.assert_array_equal(ActionStreams(url).stream(1), action)
+    client.put_object(Bucket=s3_env.name, Key="inputs/a.jsonl",
+                      Body=json.dumps({"action": action.tolist()}).encode())
+    np.testing.assert_array_equal(ActionStreams(s3_env.url("inputs/a.jsonl")).stream(0), action)
+    with pytest.raises(SpecError, match="does not exist"):
+        ActionStreams(s3_env.url("inputs/nothing.zarr"))
 
 
 def test_export_reads_an_s3_dataset(s3_env: S3Bucket, tmp_path: Path) -> None:

@@ -146,3 +146,13 @@ def test_submit_refuses_what_would_fail_on_the_cluster(tmp_path: Path, tiny_chec
 def test_stopping_an_unknown_job_is_a_clear_error(ray_head: RayHead, capsys) -> None:
     assert main(["submit", "--stop", "raysubmit_missing", "--address", ray_head.dashboard_url]) == 2
     assert "cannot stop job raysubmit_missing" in capsys.readouterr().err
+
+
+def test_submit_command_lines_parse_as_manifests_write_them() -> None:
+    from tests.infra import manifest_tools as mt
+
+    for command in ("iws submit job.yaml --address http://127.0.0.1:8265 --no-follow",
+                    "iws submit job.yaml --working-dir . --output s3://b/run --set replicas=8",
+                    "iws submit --stop raysubmit_1 --address http://head:8265"):
+        assert mt.check_iws_command(command) is None, command
+    assert "--frobnicate" in (mt.check_iws_command("iws submit job.yaml --frobnicate") or "")

@@ -128,3 +128,31 @@ def test_preset_is_fixed_per_run(moving_squares_store, tmp_path) -> None:
     train_stage("autoencoder", moving_squares_store, tmp_path / "r", config_file=config, progress=False)
     with pytest.raises(SpecError, match="started with preset 'tiny'"):
         train_stage("autoencoder", moving_squares_store, tmp_path / "r", preset="small", progress=False)
+
+
+def test_fed_back_batches_train_the_dynamics(tiny_features) -> None:
+    """A no-grad feedback pass under bf16 autocast must not cut the gradient (autocast cache)."""
+    from sim_model.config import preset_config
+    from sim_model.nn.world import WorldModelNet
+    from sim_model.normalize import Normalizer, fit_normalization
+    from sim_model.precision import autocast
+    from sim_model.train.config import StageConfig
+    from sim_model.train.data import TrainingData
+    from sim_model.train.dynamics import dynamics_task
+    from sim_model.train.state import TrainRNG
+    from tests.fixtures.model import make_square_episode, square_features
+
+    features = square_features()
+    data = TrainingData.from_episodes([make_square_episode(i, 8) for i in range(2)], features)
+    train, val = data.split(0.5, seed=0)
+    net = WorldModelNet(preset_config("tiny", features), features)
+    cfg = StageConfig(batch_size=2, feedback_prob=1.0, feedback_start=0.0)
+    task = dynamics_task(net, train, val, cfg, Normalizer(fit_normalization(features), torch.device("cpu")),
+                         torch.device("cpu"), window=5, sample_steps=1, context_noise=0.1, seed=0,
+                         make_world_model=lambda: None)
+    with autocast(torch.device("cpu"), True):
+        loss, logs = task.loss(0, TrainRNG.seeded(0))
+    loss.backward()
+    assert logs["feedback"] == 1.0
+    grad = net.dynamics.out[2].weight.grad
+    assert grad is not None and grad.abs().sum() > 0
