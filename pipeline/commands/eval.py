@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ log = logging.getLogger("iws.eval")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("eval", help="evaluate a world model (fidelity, stability)",
+    parser = sub.add_parser("eval", help="evaluate a world model (fidelity, stability, policy)",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     evaluations = parser.add_subparsers(dest="evaluation", required=True)
     for register_evaluation in EVALUATIONS:
@@ -85,7 +87,7 @@ def _register_policy(sub: argparse._SubParsersAction) -> None:
         "policy", help="score a policy closed loop inside the world model (and in gym-pusht)",
         description="Roll --episodes episodes of --horizon steps from the init dataset's frames, the "
         "policy acting on every generated frame (batched across episodes), score each episode with "
-        "--scorer and report mean score and success rate with 95%% intervals (bootstrap, Wilson). "
+        "--scorer and report mean score and success rate with 95% intervals (bootstrap, Wilson). "
         "--ground-truth pusht runs the same policy from the same initial states in gym-pusht and "
         "reports both, paired per episode. Writes metrics.json and rollouts.gif|mp4 to --out.")
     parser.add_argument("--model", required=True, help="checkpoint directory or bundled name ('pusht')")
@@ -305,6 +307,8 @@ def run_policy(args: argparse.Namespace) -> int:
         _positive(getattr(args, flag), "--" + flag.replace("_", "-"))
     if args.videos < 0 or args.init_frame < 0:
         raise UserError(f"--videos and --init-frame must be >= 0, got {args.videos} and {args.init_frame}.")
+    if os.getcwd() not in sys.path:  # as `iws generate`: 'module:fn' policies may live in the working dir
+        sys.path.insert(0, os.getcwd())
     scorer = resolve_scorer(args.scorer, "--scorer")
     model = _load_model(args)
     refs = list_init_refs(InitSpec(dataset=args.init, frame=args.init_frame), model.features)

@@ -97,3 +97,36 @@ def test_scorer_errors_name_the_problem():
                        action=np.zeros((1, 2), np.float32), meta=EpisodeMeta(episode_id="two", length=1))
     with pytest.raises(SpecError, match="camera 'top'"):
         run_scorer(resolve_scorer("pusht_coverage"), two_cams)
+
+
+def test_generation_job_labels_episodes_with_coverage(tmp_path, tiny_checkpoint, tiny_pusht_store):
+    """A job driven by the demonstrator with the pusht_coverage filter, rolled in-process by a
+    replica (no Ray): each record carries the score the scorer gives the written episode."""
+    import torch
+
+    from pipeline.generate.expand import expand, groups
+    from schemas import JobSpec
+    from sim_model.data.store import EpisodeStore
+    from tests.workers.jobs import job_dict
+    from workers.init_frames import list_init_refs
+    from workers.replica import WorldModelReplica
+    from workers.writer import episode_uri
+
+    job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, tmp_path / "out", episodes=2,
+                   filter={"scorer": "pusht_coverage", "mode": "keep"},
+                   action_sources={"demo": {"kind": "policy",
+                                            "policy": "pipeline.pusht.demonstrator:PushTDemonstrator"}})
+    spec = JobSpec.model_validate(job)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        replica = WorldModelReplica(spec.model_dump_json(), str(tmp_path / "out"))
+        assert replica.error == ""
+        batch = groups(expand(spec, list_init_refs(spec.init, replica.wm.features)), spec.batch_size)[0]
+        records = replica.roll_group(batch)
+    finally:
+        torch.set_num_threads(threads)
+    for episode_spec, record in zip(batch, records, strict=True):
+        episode = EpisodeStore.open(episode_uri(replica.out, episode_spec.episode_id)).episode(0)
+        assert episode.meta.source == "policy:pipeline.pusht.demonstrator:PushTDemonstrator"
+        assert (record.score, record.success) == tuple(score_episode(episode))
