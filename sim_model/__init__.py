@@ -1,1 +1,11 @@
-"""The world model: torch only, never imports ray."""
+"""The world model: torch only, never imports ray.
+
+    world_model.py   WorldModel (load/random/save/reset/step/rollout), StepResult, RolloutResult
+    config.py        pydantic configs of the model and checkpoint; size presets tiny/small/paper
+    checkpoint.py    model.safetensors + config.json; clear errors, never unpickles
+    nn/              encoder + consistency decoder + state head, dynamics U-Net with causal
+                     temporal attention (cached context), global spatial attention, FiLM actions
+    context.py       ring buffer of context keys/values: constant cost per rollout step
+    train/           `iws train` stages: autoencoder -> dynamics -> decoder-finetune
+    data/            the in-memory Episode and the Zarr EpisodeStore
+"""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -20,9 +21,12 @@ from sim_model.nn.world import WorldModelNet, to_images
 from sim_model.normalize import Normalizer
 from sim_model.train.common import batch_images, decoder_times, psnr, save_grid
 from sim_model.train.config import StageConfig
-from sim_model.train.data import DataView
+from sim_model.train.data import DataView, TrainingData
 from sim_model.train.loop import Logs, StageTask
 from sim_model.train.state import TrainRNG
+
+if TYPE_CHECKING:
+    from sim_model.world_model import WorldModel
 
 
 def target_offsets(length: int, device: torch.device) -> torch.Tensor:
@@ -51,7 +55,8 @@ def sample_next(net: WorldModelNet, src: torch.Tensor, a: torch.Tensor, rng: Tra
 
 def dynamics_task(net: WorldModelNet, train: DataView, val: DataView, cfg: StageConfig,
                   norm: Normalizer, device: torch.device, *, window: int, sample_steps: int,
-                  context_noise: float, seed: int, make_world_model: Callable) -> StageTask:
+                  context_noise: float, seed: int,
+                  make_world_model: Callable[[], WorldModel]) -> StageTask:
     data = train.data
 
     def windows(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,25 +105,30 @@ def dynamics_task(net: WorldModelNet, train: DataView, val: DataView, cfg: Stage
             z, a = windows(chunk)
             total += losses(z, a, rng, feedback=False, weighted=False).item() / cfg.val_batches
             repeat += F.mse_loss(z[:, :-1], z[:, 1:]).item() / cfg.val_batches
-        return {"val_loss": total, "val_loss_repeat": repeat, **horizon1(val_idx[: cfg.batch_size])}
-
-    def horizon1(idx: np.ndarray) -> Logs:
-        """Pixel PSNR of the next frame through the real inference path, vs repeating the last."""
-        wm = make_world_model()
-        frames = data.frames[torch.from_numpy(idx)]  # (B, L, V, H, W, 3)
-        wm.reset(frames[:, :-1], actions=data.actions[idx[:, :-2]], seeds=list(range(len(idx))))
-        pred = torch.from_numpy(wm.step(data.actions[idx[:, -2]]).frames)
-        truth, last = to_images(frames[:, -1]), to_images(frames[:, -2])
-        return {"val_h1_psnr": psnr(to_images(pred), truth), "val_h1_psnr_repeat": psnr(last, truth)}
+        return {"val_loss": total, "val_loss_repeat": repeat,
+                **horizon1(make_world_model(), data, val_idx[: cfg.batch_size])}
 
     def samples(path: Path) -> None:
-        idx = val_idx[:4]
-        wm = make_world_model()
-        frames = data.frames[torch.from_numpy(idx)]
-        out = wm.rollout(frames[:, 0], data.actions[idx[:, :-1]], seeds=list(range(len(idx))))
-        rows = []
-        for i in range(len(idx)):
-            rows += [to_images(frames[i, 1:]), to_images(torch.from_numpy(out.frames[i]))]
-        save_grid(rows, path)
+        write_rollout_samples(make_world_model(), data, val_idx[:4], path)
 
     return StageTask("dynamics", list(net.dynamics.parameters()), loss, validate, samples)
+
+
+def horizon1(wm: WorldModel, data: TrainingData, idx: np.ndarray) -> Logs:
+    """PSNR of the next frame of windows idx (B, L) through the real inference path (history
+    reset + one step), against repeating the last real frame."""
+    frames = data.frames[torch.from_numpy(idx)]  # (B, L, V, H, W, 3)
+    wm.reset(frames[:, :-1], actions=data.actions[idx[:, :-2]], seeds=list(range(len(idx))))
+    pred = torch.from_numpy(wm.step(data.actions[idx[:, -2]]).frames)
+    truth, last = to_images(frames[:, -1]), to_images(frames[:, -2])
+    return {"val_h1_psnr": psnr(to_images(pred), truth), "val_h1_psnr_repeat": psnr(last, truth)}
+
+
+def write_rollout_samples(wm: WorldModel, data: TrainingData, idx: np.ndarray, path: Path) -> None:
+    """Open-loop rollouts from the first frame of windows idx: real and predicted rows."""
+    frames = data.frames[torch.from_numpy(idx)]
+    out = wm.rollout(frames[:, 0], data.actions[idx[:, :-1]], seeds=list(range(len(idx))))
+    rows = []
+    for i in range(len(idx)):
+        rows += [to_images(frames[i, 1:]), to_images(torch.from_numpy(out.frames[i]))]
+    save_grid(rows, path)

@@ -96,22 +96,11 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
             done = trainer.step / cfg.steps
             if time_limit_s:
                 done = max(done, (time.monotonic() - started) / time_limit_s)
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate(cfg, trainer.step, done)
-            with autocast(device, bf16):
-                loss, logs = task.loss(trainer.step, rng)
-            if not math.isfinite(loss.item()):
-                raise FloatingPointError(f"{task.name}: loss became {loss.item()} at step {trainer.step}; "
-                                         "lower the learning rate (--config) and resume.")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(task.params, cfg.grad_clip)
-            optimizer.step()
+            loss, logs = _step(task, cfg, optimizer, trainer.step, done, rng, device, bf16)
             trainer.step += 1
             bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.4f}", **{k: f"{v:.3g}" for k, v in val.items()
-                                                          if k == "val_loss"})
-            val = _periodic(net, task, cfg, stage_dir, trainer.step, device, bf16, val, logs, loss.item())
+            bar.set_postfix(loss=f"{loss:.4f}", **{k: f"{v:.3g}" for k, v in val.items() if k == "val_loss"})
+            val = _periodic(net, task, cfg, stage_dir, trainer.step, device, bf16, val, logs, loss)
             out_of_time = time_limit_s is not None and time.monotonic() - started >= time_limit_s
             if trainer.step % cfg.checkpoint_every == 0 or trainer.step == cfg.steps or out_of_time:
                 checkpoint()
@@ -120,7 +109,7 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
                          "now, and rerunning continues to %d", task.name, trainer.step, cfg.steps, cfg.steps)
                 if trainer.step % cfg.val_every:  # the exported model should carry a fresh score
                     val = _periodic(net, task, cfg, stage_dir, trainer.step, device, bf16, val, logs,
-                                    loss.item(), force_val=True, force_sample=True)
+                                    loss, force_val=True, force_sample=True)
                     checkpoint()
                 break
     except KeyboardInterrupt:
@@ -131,6 +120,24 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
         net.eval()
     trainer.wall_time_s = session_start_wall + time.monotonic() - started
     return LoopResult(trainer, trainer.step >= cfg.steps, val, stopped_early=trainer.step < cfg.steps)
+
+
+def _step(task: StageTask, cfg: StageConfig, optimizer: torch.optim.Optimizer, step: int, done: float,
+          rng: TrainRNG, device: torch.device, bf16: bool) -> tuple[float, Logs]:
+    """One optimiser step; returns the loss and the task's logs."""
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate(cfg, step, done)
+    with autocast(device, bf16):
+        loss, logs = task.loss(step, rng)
+    value = loss.item()
+    if not math.isfinite(value):
+        raise FloatingPointError(f"{task.name}: loss became {value} at step {step}; lower the "
+                                 "learning rate (--config) and resume.")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(task.params, cfg.grad_clip)
+    optimizer.step()
+    return value, logs
 
 
 def _periodic(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir: Path, step: int,
