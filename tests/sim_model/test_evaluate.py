@@ -165,6 +165,8 @@ def test_stability_flags_a_non_finite_state():
     with torch.no_grad():
         for p in broken.net.state_head.parameters():
             p.fill_(float("nan"))
+    # Rebuild from the corrupted weights: inference runs on a copy made at construction.
+    broken = WorldModel(broken.net, broken.config, precision="fp32")
     frames = np.zeros((1, 32, 32, 3), np.uint8)
     report = run_stability(broken, frames, np.full((3, 2), 256.0)).report
     assert not report.all_finite and report.first_nonfinite_step == 1
