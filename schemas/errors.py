@@ -57,15 +57,20 @@ def validate(model: type[M], data: Any, source: str = "input") -> M:
         raise SpecError(describe_validation_error(error, model, source)) from None
 
 
-def load_yaml(model: type[M], path: str | Path) -> M:
-    """Read a YAML (or JSON) file and validate it as `model`."""
+def read_yaml_mapping(path: str | Path, kind: str = "spec file", expected: str = "a YAML file") -> dict[str, Any]:
+    """The mapping a YAML (or JSON) file holds; SpecError for a missing, unparsable or non-mapping file."""
     path = Path(path)
     if not path.is_file():
-        raise SpecError(f"spec file {path} does not exist; pass the path of a YAML file.")
+        raise SpecError(f"{kind} {path} does not exist; pass the path of {expected}.")
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
         raise SpecError(f"{path} is not valid YAML: {error}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path} must hold a mapping of fields, found {type(data).__name__}.")
-    return validate(model, data, source=str(path))
+    return data
+
+
+def load_yaml(model: type[M], path: str | Path) -> M:
+    """Read a YAML (or JSON) file and validate it as `model`."""
+    return validate(model, read_yaml_mapping(path), source=str(path))

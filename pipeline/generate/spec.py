@@ -10,22 +10,14 @@ from typing import Any
 import yaml
 
 from schemas import JobSpec, SpecError
-from schemas.errors import validate
+from schemas.errors import read_yaml_mapping, validate
 from schemas.job import PolicySource, ReplaySource
 from workers import storage
 
 
 def load_yaml_mapping(path: Path) -> dict[str, Any]:
     """The mapping a YAML job file holds; SpecError for a missing, unparsable or non-mapping file."""
-    if not path.is_file():
-        raise SpecError(f"job file {path} does not exist; pass the path of a YAML job spec.")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise SpecError(f"{path} is not valid YAML: {error}") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"{path} must hold a mapping of fields, found {type(data).__name__}.")
-    return data
+    return read_yaml_mapping(path, kind="job file", expected="a YAML job spec")
 
 
 def _resolve(value: str, base: Path) -> str:
