@@ -20,13 +20,14 @@ import zarr
 from schemas import EpisodeMeta, FeatureSpec, SpecError
 from sim_model.data import store_layout as layout
 from sim_model.data.episode import Episode
+from sim_model.data.reader import EpisodeReader
 
 log = logging.getLogger(__name__)
 
 Mode = Literal["r", "a"]
 
 
-class EpisodeStore:
+class EpisodeStore(EpisodeReader):
     """Episodes concatenated along time in `data/<key>`, delimited by `meta/episode_ends`.
 
     Build with `EpisodeStore.create` or `EpisodeStore.open`. A pickled store (e.g. sent to
@@ -106,25 +107,9 @@ class EpisodeStore:
         return self._mode
 
     @property
-    def features(self) -> FeatureSpec:
-        return self._features
-
-    @property
     def keys(self) -> tuple[str, ...]:
         """Data keys in store order: cameras, "action", "state" (if any), extras."""
         return self._keys
-
-    @property
-    def episode_ends(self) -> np.ndarray:
-        """Cumulative end row of every committed episode, int64 (read-only view)."""
-        return self._ends
-
-    @property
-    def n_frames(self) -> int:
-        return int(self._ends[-1]) if len(self._ends) else 0
-
-    def __len__(self) -> int:
-        return len(self._ends)
 
     def __repr__(self) -> str:
         return (f"EpisodeStore({self._location!r}, mode={self._mode!r}, episodes={len(self)}, "
@@ -144,42 +129,13 @@ class EpisodeStore:
 
     # -- reading --------------------------------------------------------------------------
 
-    def episode_range(self, i: int) -> tuple[int, int]:
-        """Rows [start, stop) of episode `i` in the concatenated arrays."""
-        n = len(self._ends)
-        if not -n <= i < n:
-            raise IndexError(f"episode {i} is out of range; the store has {n} episodes")
-        i %= n
-        return (int(self._ends[i - 1]) if i else 0), int(self._ends[i])
-
     def meta(self, i: int) -> EpisodeMeta:
         self.episode_range(i)  # bounds check
         return EpisodeMeta.model_validate_json(str(self._meta_array[i % len(self)]))
 
-    def window(self, i: int, start: int, stop: int,
-               keys: Iterable[str] | None = None) -> dict[str, np.ndarray]:
-        """Steps [start, stop) of episode `i` for `keys` (default: every key)."""
-        first, last = self.episode_range(i)
-        if not 0 <= start <= stop <= last - first:
-            raise IndexError(f"window [{start}, {stop}) does not fit episode {i} of length "
-                             f"{last - first}; need 0 <= start <= stop <= length")
-        return {key: self._arrays[key][first + start:first + stop] for key in self._pick(keys)}
-
-    def episode(self, i: int) -> Episode:
-        first, last = self.episode_range(i)
-        data = self.window(i, 0, last - first)
-        cams = self._features.camera_names
-        return Episode(
-            frames={c: data[c] for c in cams},
-            action=data["action"],
-            meta=self.meta(i),
-            state=data.get("state"),
-            extras={e.name: data[e.name] for e in self._features.extras},
-        )
-
-    def __iter__(self) -> Iterator[Episode]:
-        for i in range(len(self)):
-            yield self.episode(i)
+    def _read(self, i: int, start: int, stop: int, keys: list[str]) -> dict[str, np.ndarray]:
+        first = int(self._ends[i - 1]) if i else 0
+        return {key: self._arrays[key][first + start:first + stop] for key in keys}
 
     def load_all(self, keys: Iterable[str] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Whole concatenated arrays in memory (the trainer's fast path) and episode_ends."""
@@ -218,14 +174,8 @@ class EpisodeStore:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _pick(self, keys: Iterable[str] | None) -> list[str]:
-        if keys is None:
-            return list(self._keys)
-        keys = [keys] if isinstance(keys, str) else list(keys)
-        unknown = [k for k in keys if k not in self._arrays]
-        if unknown:
-            raise KeyError(f"unknown keys {unknown}; this store has {list(self._keys)}")
-        return keys
+    def _name(self) -> str:
+        return "the store"
 
     def _episode_ids(self) -> set[str]:
         if self._ids is None:
