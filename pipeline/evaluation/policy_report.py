@@ -9,6 +9,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from rich.table import Table
 
+from pipeline.evaluation.report import label_strip
 from pipeline.evaluation.stats import bootstrap_mean_interval, pearson, wilson_interval
 
 CONVENTION = ("horizon T: the policy acts at frames 0..T-1, each action yields the next frame; "
@@ -146,7 +147,7 @@ def rollout_grid(model: Sequence[np.ndarray], truth: Sequence[np.ndarray] | None
     grid = grid.repeat(factor, axis=1).repeat(factor, axis=2)
     width = (model[0].shape[2] + 2) * factor  # one view and its gap, upscaled
     labels = ["world model"] if truth is None else ["ground truth", "world model"]
-    header = _label_strip(grid.shape[2], [(i * width, text) for i, text in enumerate(labels)])
+    header = label_strip(grid.shape[2], [(i * width, text) for i, text in enumerate(labels)])
     return np.concatenate([np.broadcast_to(header, (len(grid), *header.shape)), grid], axis=1)
 
 
@@ -154,14 +155,3 @@ def _gap(frames: np.ndarray, axis: int, width: int = 2) -> np.ndarray:
     shape = list(frames.shape)
     shape[axis] = width
     return np.full(shape, 255, np.uint8)
-
-
-def _label_strip(width: int, labels: Sequence[tuple[int, str]], height: int = 12) -> np.ndarray:
-    """(height, width, 3) white strip with black text at the given x offsets."""
-    from PIL import Image, ImageDraw
-
-    strip = Image.new("RGB", (width, height), (255, 255, 255))
-    draw = ImageDraw.Draw(strip)
-    for x, text in labels:
-        draw.text((x + 2, 0), text, fill=(0, 0, 0))
-    return np.asarray(strip)

@@ -105,7 +105,7 @@ def _tile(frames: np.ndarray, gap: int = 2) -> np.ndarray:
     return np.concatenate(parts, axis=1)
 
 
-def _label_strip(width: int, labels: Sequence[tuple[int, str]], height: int = 12) -> np.ndarray:
+def label_strip(width: int, labels: Sequence[tuple[int, str]], height: int = 12) -> np.ndarray:
     """(height, width, 3) white strip with text at the given x offsets."""
     from PIL import Image, ImageDraw
 
@@ -130,7 +130,7 @@ def side_by_side(videos: Sequence[EpisodeVideo]) -> np.ndarray:
     gap = np.full((length, 4, rows[0].shape[2], 3), 255, np.uint8)
     body = np.concatenate([p for r in rows for p in (r, gap)][:-1], axis=1)
     half = (rows[0].shape[2] + 4) // 2  # the model's views start after the truth's and the gap
-    header = _label_strip(body.shape[2], [(0, "truth"), (half, "model")])
+    header = label_strip(body.shape[2], [(0, "truth"), (half, "model")])
     return np.concatenate([np.broadcast_to(header, (length, *header.shape)), body], axis=1)
 
 

@@ -21,7 +21,7 @@ from pipeline.export.stats import image_histogram
 from pipeline.imports.lerobot import video_backend
 from schemas import CameraSpec, FeatureSpec, SpecError, pusht_features
 from sim_model.data.store import EpisodeStore
-from tests.fixtures.store import TINY_LENGTHS, make_pusht_episode
+from tests.fixtures.store import TINY_LENGTHS, build_tiny_pusht_store, make_pusht_episode
 
 REPO = "iws/tiny"
 CAM = "observation.images.top"
@@ -35,11 +35,7 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> EpisodeStore:
     """3 synthetic PushT episodes (lengths 7, 12, 5) at 32x32."""
-    features = pusht_features(resolution=32)
-    store = EpisodeStore.create(tmp_path_factory.mktemp("src") / "store.zarr", features)
-    for index, length in enumerate(TINY_LENGTHS):
-        store.append(make_pusht_episode(features, index, length))
-    return EpisodeStore.open(store.path, "r")
+    return build_tiny_pusht_store(tmp_path_factory.mktemp("src"))
 
 
 @pytest.fixture(scope="module")

@@ -15,18 +15,14 @@ from pipeline.cli import main
 from pipeline.export.zarr_dp import dp_key_map, export_zarr_dp, parse_key_map
 from pipeline.imports import import_dataset, open_dataset
 from pipeline.imports.zarr_dp import DPZarrReader
-from schemas import SpecError, pusht_features
+from schemas import SpecError
 from sim_model.data.store import EpisodeStore
-from tests.fixtures.store import TINY_LENGTHS, make_pusht_episode
+from tests.fixtures.store import TINY_LENGTHS, build_tiny_pusht_store
 
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> EpisodeStore:
-    features = pusht_features(resolution=32)
-    store = EpisodeStore.create(tmp_path_factory.mktemp("src") / "store.zarr", features)
-    for index, length in enumerate(TINY_LENGTHS):
-        store.append(make_pusht_episode(features, index, length))
-    return EpisodeStore.open(store.path, "r")
+    return build_tiny_pusht_store(tmp_path_factory.mktemp("src"))
 
 
 @pytest.fixture(scope="module")

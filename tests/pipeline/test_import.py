@@ -8,9 +8,9 @@ from pipeline.export.lerobot import export_lerobot
 from pipeline.export.zarr_dp import export_zarr_dp
 from pipeline.imports import detect_format, import_dataset, open_dataset
 from pipeline.imports.lerobot import LeRobotReader
-from schemas import SpecError, pusht_features
+from schemas import SpecError
 from sim_model.data.store import EpisodeStore
-from tests.fixtures.store import TINY_LENGTHS, make_pusht_episode
+from tests.fixtures.store import TINY_LENGTHS, build_tiny_pusht_store, make_pusht_episode
 
 # Same measured AV1 tolerance as test_export_lerobot.py (32x32: mean |error| 3.0, 30.8 dB).
 MEAN_ERROR_MAX = 6.0
@@ -18,11 +18,7 @@ MEAN_ERROR_MAX = 6.0
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> EpisodeStore:
-    features = pusht_features(resolution=32)
-    store = EpisodeStore.create(tmp_path_factory.mktemp("src") / "store.zarr", features)
-    for index, length in enumerate(TINY_LENGTHS):
-        store.append(make_pusht_episode(features, index, length))
-    return EpisodeStore.open(store.path, "r")
+    return build_tiny_pusht_store(tmp_path_factory.mktemp("src"))
 
 
 @pytest.fixture(scope="module")
