@@ -85,7 +85,11 @@ def test_dir_with_only_pickle(copy) -> None:
         WorldModel.load(copy)
 
 
-def test_bundled_name_not_installed() -> None:
+def test_bundled_name_not_installed(tmp_path, monkeypatch) -> None:
+    # The repository ships sim_model/bundled/pusht; an install without it must say so clearly.
+    from sim_model import checkpoint
+
+    monkeypatch.setattr(checkpoint, "BUNDLED_DIR", tmp_path)
     with pytest.raises(SpecError, match=r"bundled checkpoint 'pusht' is not installed"):
         WorldModel.load("pusht")
 
