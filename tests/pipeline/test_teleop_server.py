@@ -137,6 +137,10 @@ def test_take_control_and_a_tab_that_never_acknowledges(
         for _ in range(12):
             await a.frame()
         stats = await a.message("stats")
+        for _ in range(10):  # the first stats can predate the server's first acknowledged frame
+            if stats["delivered_fps"] > 0:
+                break
+            stats = await a.message("stats")
         assert stats["role"] == "controller" and stats["delivered_fps"] > 0
         assert stats["latency_ms"] is not None and stats["sim_fps"] > 0
         assert server.clients[2].skipped > 0  # at most 2 frames wait for a tab that is behind
