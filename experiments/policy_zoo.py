@@ -69,4 +69,23 @@ class Still:
         return self.start
 
 
-ZOO = ["PushTDemonstrator", "Noisy10", "Sluggish", "Noisy30", "Noisy60", "Still"]
+class Random:
+    """A new uniformly random agent target every `hold` steps (seeded per episode)."""
+
+    hold = 5
+
+    def __init__(self, features: FeatureSpec) -> None:
+        self.rngs: list[np.random.Generator] = []
+        self.target: np.ndarray | None = None
+
+    def reset(self, episodes: Sequence[EpisodeSpec], observation: Observation) -> None:
+        self.rngs = [episode_rng(spec, "zoo-random") for spec in episodes]
+        self.target = None
+
+    def actions(self, step: int, observation: Observation) -> np.ndarray:
+        if self.target is None or step % self.hold == 0:
+            self.target = np.stack([rng.uniform(0.0, 512.0, 2) for rng in self.rngs]).astype(np.float32)
+        return self.target
+
+
+ZOO = ["PushTDemonstrator", "Noisy10", "Sluggish", "Noisy30", "Noisy60", "Still", "Random"]

@@ -1,34 +1,46 @@
 """Do policy scores inside the world model rank policies as gym-pusht does?
 
-Scores each policy of a graded family (experiments/policy_zoo.py: the demonstrator, noisier and
-slower versions of it, a policy that stands still) closed loop in the world model and, from the
-same initial states, in gym-pusht (`iws eval policy --ground-truth pusht` machinery), then
-reports Spearman's rho and Kendall's tau between the two sides' mean scores and success rates.
-The paper's claim is a strong correlation; a good world model should keep the ranking.
+Scores each policy of a graded family closed loop in the world model and, from the same initial
+states, in gym-pusht (the `iws eval policy --ground-truth pusht` machinery), then reports Pearson
+r, Spearman's rho and Kendall's tau between the two sides' mean scores and success rates, with a
+scatter plot. The family: the demonstrator, noisier and slower versions of it, a policy that
+stands still, a random one (experiments/policy_zoo.py), and BC checkpoints at several training
+steps trained on real and on world-model demonstrations (experiments/usefulness.py writes them).
+The paper's claim is a strong correlation; a good world model keeps the ranking.
 
-    python -m experiments.ranking --model CKPT --init held_out.zarr --episodes 20 \
-        --out runs/ranking.json
+World-model episodes are scored by the pixel scorer on every `--score-stride`-th frame (a T fit
+costs ~30 ms); gym-pusht episodes by gym-pusht's own coverage on every frame. Each policy's
+report is cached in --work, so a killed run resumes.
 
-Full size (6 policies x 20 episodes x 300 steps, both sides) takes hours on 2 CPU cores; use a
-GPU for the model, or fewer episodes / a shorter horizon for a first look.
+    python -m experiments.ranking --model pusht --init data/pusht_heldout.zarr --episodes 16 \
+        --bc "runs/usefulness/bc_*/step-*" --work runs/ranking --results experiments/results
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
 
+from experiments.bc_policy import BCPolicy
 from experiments.policy_zoo import ZOO
 from pipeline.evaluation.policy import episode_specs, evaluate_policy
+from pipeline.evaluation.policy_report import PolicyReport
+from pipeline.evaluation.stats import pearson
+from pipeline.pusht.scorer import coverage_trace, episode_frames
+from schemas import FeatureSpec
 from schemas.job import InitSpec, PolicySource
+from sim_model.data.episode import Episode
 from sim_model.world_model import WorldModel
+from workers.actions.base import ActionSource
 from workers.actions.policy import make_policy_source
 from workers.init_frames import list_init_refs
-from workers.scoring import resolve_scorer
+from workers.scoring import Scorer, TaskScore
 
 log = logging.getLogger("ranking")
 
@@ -45,10 +57,7 @@ def ranks(values: np.ndarray) -> np.ndarray:
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float | None:
-    ra, rb = ranks(np.asarray(a, float)), ranks(np.asarray(b, float))
-    if np.ptp(ra) == 0 or np.ptp(rb) == 0:
-        return None
-    return float(np.corrcoef(ra, rb)[0, 1])
+    return pearson(ranks(np.asarray(a, float)), ranks(np.asarray(b, float)))
 
 
 def kendall_tau(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -60,48 +69,127 @@ def kendall_tau(a: np.ndarray, b: np.ndarray) -> float | None:
     return None if denominator == 0 else float((sa * sb).sum() / denominator)
 
 
+def coarse_scorer(stride: int) -> Scorer:
+    def score(episode: Episode) -> TaskScore:
+        trace = coverage_trace(episode_frames(episode), stride=stride)
+        return TaskScore(trace.best, trace.success)
+    return score
+
+
+def make_policy(ref: str, features: FeatureSpec, device: str) -> ActionSource:
+    if Path(ref).is_dir():
+        return BCPolicy(ref)
+    return make_policy_source(PolicySource(policy=ref), features, device)
+
+
+def short_name(ref: str) -> str:
+    if Path(ref).is_dir():
+        path = Path(ref)
+        return f"{path.parent.name}/{path.name}"
+    return ref.rsplit(":", 1)[-1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True)
+    parser.add_argument("--model", default="pusht")
     parser.add_argument("--init", required=True, help="Zarr store with state and block_pose (held out)")
     parser.add_argument("--policies", default=",".join(f"experiments.policy_zoo:{p}" for p in ZOO))
-    parser.add_argument("--episodes", type=int, default=20)
-    parser.add_argument("--horizon", type=int, default=300)
-    parser.add_argument("--batch-size", type=int, default=10)
+    parser.add_argument("--bc", default="", help="glob of BC checkpoint directories to add")
+    parser.add_argument("--episodes", type=int, default=16)
+    parser.add_argument("--horizon", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--score-stride", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--out", type=Path, required=True, help="JSON with every policy's report")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--work", type=Path, default=Path("runs/ranking"), help="per-policy reports")
+    parser.add_argument("--results", type=Path, default=None, help="write ranking.{md,json,png} here")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    import torch
+
+    torch.set_num_threads(args.threads)
     model = WorldModel.load(args.model, device=args.device)
     specs = episode_specs(list_init_refs(InitSpec(dataset=args.init), model.features), args.episodes,
                           args.horizon, args.seed)
-    scorer = resolve_scorer("pusht_coverage")
-    reports = {}
-    for ref in args.policies.split(","):
-        policy = make_policy_source(PolicySource(policy=ref), model.features, args.device)
-        result = evaluate_policy(model, policy, scorer, specs, args.horizon, args.batch_size, 0, "pusht",
-                                 args.seed, {"policy": ref, "model": args.model, "init": args.init,
-                                             "scorer": "pusht_coverage"})
-        reports[ref] = result.report
-        log.info("%s: world model %.3f, gym-pusht %.3f", ref, result.report.world_model.mean_score,
-                 result.report.ground_truth.mean_score)
+    refs = [r for r in args.policies.split(",") if r]
+    refs += sorted(glob.glob(args.bc)) if args.bc else []
+    args.work.mkdir(parents=True, exist_ok=True)
+    reports: dict[str, PolicyReport] = {}
+    for ref in refs:
+        cached = args.work / f"{short_name(ref).replace('/', '_')}.json"
+        if not cached.exists():
+            started = time.perf_counter()
+            policy = make_policy(ref, model.features, args.device)
+            result = evaluate_policy(model, policy, coarse_scorer(args.score_stride), specs, args.horizon,
+                                     args.batch_size, 0, "pusht", args.seed,
+                                     {"policy": ref, "model": args.model, "init": args.init,
+                                      "scorer": f"pusht_coverage (stride {args.score_stride})"})
+            cached.write_text(result.report.model_dump_json())
+            truth = result.report.ground_truth
+            assert truth is not None  # ground_truth="pusht" was asked for
+            log.info("%s: world model %.3f, gym-pusht %.3f (%.0f s)", ref,
+                     result.report.world_model.mean_score, truth.mean_score, time.perf_counter() - started)
+        reports[ref] = PolicyReport.model_validate_json(cached.read_text())
     names = list(reports)
     table = {side: {k: np.array([getattr(getattr(reports[n], side), k) for n in names])
                     for k in ("mean_score", "success_rate")} for side in ("world_model", "ground_truth")}
-    summary = {k: {"spearman": spearman(table["world_model"][k], table["ground_truth"][k]),
+    summary = {k: {"pearson": pearson(table["world_model"][k], table["ground_truth"][k]),
+                   "spearman": spearman(table["world_model"][k], table["ground_truth"][k]),
                    "kendall_tau": kendall_tau(table["world_model"][k], table["ground_truth"][k])}
                for k in ("mean_score", "success_rate")}
-    print("| policy | world model mean score | gym-pusht mean score | world model success | gym-pusht success |")
-    print("|---|---:|---:|---:|---:|")
+    lines = ["| policy | world model mean score | gym-pusht mean score | world model success | gym-pusht success |",
+             "|---|---:|---:|---:|---:|"]
     for i, name in enumerate(names):
-        print(f"| {name.rsplit(':', 1)[-1]} | {table['world_model']['mean_score'][i]:.3f} | "
-              f"{table['ground_truth']['mean_score'][i]:.3f} | {table['world_model']['success_rate'][i]:.2f} | "
-              f"{table['ground_truth']['success_rate'][i]:.2f} |")
-    print(f"\nrank agreement: {json.dumps(summary)}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"summary": summary, "reports": {n: r.model_dump() for n, r in reports.items()}},
-                                   indent=2))
+        lines.append(f"| {short_name(name)} | {table['world_model']['mean_score'][i]:.3f} | "
+                     f"{table['ground_truth']['mean_score'][i]:.3f} | "
+                     f"{table['world_model']['success_rate'][i]:.2f} | {table['ground_truth']['success_rate'][i]:.2f} |")
+    lines += ["", "| metric | Pearson r | Spearman rho | Kendall tau |", "|---|---:|---:|---:|"]
+
+    def fmt(x: float | None) -> str:
+        return "n/a (constant)" if x is None else f"{x:.2f}"
+
+    for k, v in summary.items():
+        lines.append(f"| {k} | {fmt(v['pearson'])} | {fmt(v['spearman'])} | {fmt(v['kendall_tau'])} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.results is not None:
+        setup = {"model": args.model, "checkpoint_hash": model.checkpoint_hash, "init": Path(args.init).name,
+                 "episodes": args.episodes, "horizon": args.horizon, "seed": args.seed,
+                 "score_stride": args.score_stride}
+        args.results.mkdir(parents=True, exist_ok=True)
+        (args.results / "ranking.md").write_text(
+            "# Ranking: policy scores in the world model vs gym-pusht (`experiments/ranking.py`)\n\n"
+            f"{text}\n\nSetup: {json.dumps(setup)}\n")
+        (args.results / "ranking.json").write_text(json.dumps(
+            {"setup": setup, "summary": summary,
+             "policies": {short_name(n): {side: {k: float(table[side][k][i]) for k in table[side]}
+                                          for side in table} for i, n in enumerate(names)}}, indent=2))
+        scatter(args.results / "ranking.png", [short_name(n) for n in names], table, summary)
+
+
+def scatter(path: Path, names: list[str], table: dict, summary: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 5))
+    x, y = table["ground_truth"]["mean_score"], table["world_model"]["mean_score"]
+    ax.scatter(x, y)
+    for name, xi, yi in zip(names, x, y, strict=True):
+        ax.annotate(name, (xi, yi), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("gym-pusht mean best coverage")
+    ax.set_ylabel("world-model mean best coverage (pixel scorer)")
+    s = summary["mean_score"]
+    ax.set_title(f"Pearson r = {s['pearson'] if s['pearson'] is None else round(s['pearson'], 2)}, "
+                 f"Spearman rho = {s['spearman'] if s['spearman'] is None else round(s['spearman'], 2)}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -38,12 +38,14 @@ def seeded_states(seeds: Sequence[int]) -> list[InitialState]:
 @dataclass
 class TruthRollout:
     """Per row: gym-pusht coverage at every frame (B, T+1), the actions (B, T+1, 2) the policy
-    chose at each frame (the last is not applied), and frames (T+1, H, W, 3) uint8 of the rows
-    asked to keep them."""
+    chose at each frame (the last is not applied), the agent position (B, T+1, 2) and block pose
+    (B, T+1, 3) at every frame, and frames (T+1, H, W, 3) uint8 of the rows asked to keep them."""
 
     coverage: np.ndarray
     actions: np.ndarray
     frames: dict[int, np.ndarray]
+    agent: np.ndarray
+    block_pose: np.ndarray
 
     @property
     def best(self) -> np.ndarray:
@@ -74,11 +76,15 @@ def roll_pusht(policy: ActionSource, specs: Sequence[EpisodeSpec], states: Seque
         b = len(sims)
         coverage = np.empty((b, horizon + 1))
         actions = np.empty((b, horizon + 1, 2), np.float32)
+        agent = np.empty((b, horizon + 1, 2), np.float32)
+        block_pose = np.empty((b, horizon + 1, 3), np.float32)
         kept = {r: np.empty((horizon + 1, resolution, resolution, 3), np.uint8) for r in keep_frames}
         observation = _observation(obs)
         policy.reset(specs, observation)
         for t in range(horizon + 1):
             coverage[:, t] = [o.coverage for o in obs]
+            agent[:, t] = [o.agent for o in obs]
+            block_pose[:, t] = [o.block_pose for o in obs]
             for r, frames in kept.items():
                 frames[t] = obs[r].frame
             actions[:, t] = check_actions(policy.actions(t, observation), b, 2, "policy")
@@ -88,7 +94,8 @@ def roll_pusht(policy: ActionSource, specs: Sequence[EpisodeSpec], states: Seque
             observation = _observation(obs)
             if progress is not None:
                 progress(b)  # episode-steps just done
-        return TruthRollout(coverage=coverage, actions=actions, frames=kept)
+        return TruthRollout(coverage=coverage, actions=actions, frames=kept, agent=agent,
+                            block_pose=block_pose)
     finally:
         for sim in sims:
             sim.close()

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+Values = Sequence[float] | np.ndarray  # a series of scores
+
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
 
@@ -22,7 +24,7 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     return max(0.0, float(centre - half)), min(1.0, float(centre + half))
 
 
-def bootstrap_mean_interval(values: Sequence[float], seed: int = 0, resamples: int = 4000,
+def bootstrap_mean_interval(values: Values, seed: int = 0, resamples: int = 4000,
                             level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean (seeded: the same values give the same answer)."""
     data = np.asarray(values, dtype=np.float64)
@@ -35,7 +37,7 @@ def bootstrap_mean_interval(values: Sequence[float], seed: int = 0, resamples: i
     return float(low), float(high)
 
 
-def pearson(a: Sequence[float], b: Sequence[float]) -> float | None:
+def pearson(a: Values, b: Values) -> float | None:
     """Pearson correlation, or None when either side is constant (it is undefined there)."""
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if x.shape != y.shape or x.size < 2:
