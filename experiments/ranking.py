@@ -10,7 +10,8 @@ The paper's claim is a strong correlation; a good world model keeps the ranking.
 
 World-model episodes are scored by the pixel scorer on every `--score-stride`-th frame (a T fit
 costs ~30 ms); gym-pusht episodes by gym-pusht's own coverage on every frame. Each policy's
-report is cached in --work, so a killed run resumes.
+side of each policy is cached in --work, so a killed run resumes, and the gym-pusht side (which
+does not depend on the model) is reused when another checkpoint is ranked.
 
     python -m experiments.ranking --model pusht --init data/pusht_heldout.zarr --episodes 16 \
         --bc "runs/usefulness/bc_*/step-*" --work runs/ranking --results experiments/results
@@ -23,17 +24,23 @@ import glob
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from experiments.bc_policy import BCPolicy
 from experiments.policy_zoo import ZOO
-from pipeline.evaluation.policy import episode_specs, evaluate_policy
-from pipeline.evaluation.policy_report import PolicyReport
+from pipeline.evaluation.policy import (
+    episode_specs,
+    evaluate_in_model,
+    evaluate_in_pusht,
+    summarize,
+)
+from pipeline.evaluation.policy_report import PolicyReport, SideScore
 from pipeline.evaluation.stats import pearson
 from pipeline.pusht.scorer import coverage_trace, episode_frames
-from schemas import FeatureSpec
+from schemas import EpisodeSpec, FeatureSpec
 from schemas.job import InitSpec, PolicySource
 from sim_model.data.episode import Episode
 from sim_model.world_model import WorldModel
@@ -89,6 +96,44 @@ def short_name(ref: str) -> str:
     return ref.rsplit(":", 1)[-1]
 
 
+def side_scores(path: Path, roll: Callable[[], list[SideScore]]) -> list[SideScore]:
+    """Per-episode scores cached at `path` (computed by `roll` the first time)."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scores = roll()
+        path.write_text(json.dumps([s.model_dump() for s in scores]))
+    return [SideScore.model_validate(s) for s in json.loads(path.read_text())]
+
+
+def policy_report(ref: str, model: WorldModel, specs: list[EpisodeSpec], args: argparse.Namespace) -> PolicyReport:
+    """Both sides for one policy. The gym-pusht side does not depend on the world model, so it is
+    cached apart from the world-model side (keyed by the checkpoint's hash) and reused across models."""
+    name = short_name(ref).replace("/", "_")
+    setup = f"{Path(args.init).name}-n{args.episodes}-h{args.horizon}-s{args.seed}"
+    started = time.perf_counter()
+
+    def in_model() -> list[SideScore]:
+        policy = make_policy(ref, model.features, args.device)
+        return evaluate_in_model(model, policy, coarse_scorer(args.score_stride), specs, args.horizon,
+                                 args.batch_size, 0)[0]
+
+    def in_pusht() -> list[SideScore]:
+        policy = make_policy(ref, model.features, args.device)
+        return evaluate_in_pusht(policy, specs, model.features, args.horizon, args.batch_size, 0)[0]
+
+    model_scores = side_scores(args.work / setup / model.checkpoint_hash[:16] / f"{name}.json", in_model)
+    truth_scores = side_scores(args.work / setup / "gym-pusht" / f"{name}.json", in_pusht)
+    report = summarize(specs, model_scores, truth_scores, args.seed,
+                       {"policy": ref, "model": args.model, "init": args.init,
+                        "scorer": f"pusht_coverage (stride {args.score_stride})",
+                        "checkpoint_hash": model.checkpoint_hash, "horizon": args.horizon,
+                        "ground_truth_env": "pusht"})
+    assert report.ground_truth is not None
+    log.info("%s: world model %.3f, gym-pusht %.3f (%.0f s)", ref, report.world_model.mean_score,
+             report.ground_truth.mean_score, time.perf_counter() - started)
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="pusht")
@@ -114,23 +159,7 @@ def main() -> None:
                           args.horizon, args.seed)
     refs = [r for r in args.policies.split(",") if r]
     refs += sorted(glob.glob(args.bc)) if args.bc else []
-    args.work.mkdir(parents=True, exist_ok=True)
-    reports: dict[str, PolicyReport] = {}
-    for ref in refs:
-        cached = args.work / f"{short_name(ref).replace('/', '_')}.json"
-        if not cached.exists():
-            started = time.perf_counter()
-            policy = make_policy(ref, model.features, args.device)
-            result = evaluate_policy(model, policy, coarse_scorer(args.score_stride), specs, args.horizon,
-                                     args.batch_size, 0, "pusht", args.seed,
-                                     {"policy": ref, "model": args.model, "init": args.init,
-                                      "scorer": f"pusht_coverage (stride {args.score_stride})"})
-            cached.write_text(result.report.model_dump_json())
-            truth = result.report.ground_truth
-            assert truth is not None  # ground_truth="pusht" was asked for
-            log.info("%s: world model %.3f, gym-pusht %.3f (%.0f s)", ref,
-                     result.report.world_model.mean_score, truth.mean_score, time.perf_counter() - started)
-        reports[ref] = PolicyReport.model_validate_json(cached.read_text())
+    reports = {ref: policy_report(ref, model, specs, args) for ref in refs}
     names = list(reports)
     table = {side: {k: np.array([getattr(getattr(reports[n], side), k) for n in names])
                     for k in ("mean_score", "success_rate")} for side in ("world_model", "ground_truth")}

@@ -38,7 +38,8 @@ def test_ranking_end_to_end_on_a_tiny_model(tiny_checkpoint, tiny_pusht_store, t
             assert 0.0 <= scores[side]["mean_score"] <= 1.0
     assert (results / "ranking.png").stat().st_size > 0
     assert "Spearman" in (results / "ranking.md").read_text()
-    # A rerun reuses the cached per-policy reports instead of rolling again.
-    cached = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "work").iterdir()}
+    # Each side of each policy is cached; a rerun reuses them instead of rolling again.
+    cached = {p: p.stat().st_mtime_ns for p in (tmp_path / "work").rglob("*.json")}
+    assert len(cached) == 4 and sum(p.parent.name == "gym-pusht" for p in cached) == 2
     ranking.main()
-    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "work").iterdir()} == cached
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "work").rglob("*.json")} == cached
