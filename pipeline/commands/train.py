@@ -3,7 +3,8 @@
 All stages share the run directory DIR; after `dynamics` (and again after `decoder-finetune`)
 DIR/model is a complete checkpoint for WorldModel.load / `iws generate`. Rerunning a command
 resumes from the stage's last checkpoint (kill it any time); a larger --steps continues a
-finished stage, e.g. on a GPU: `--device cuda`.
+finished stage, e.g. on a GPU: `--device cuda`. `--init-from pusht` continues the bundled
+model in a fresh run directory (all weights, its normalisation and architecture).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--time-limit", type=float, metavar="MINUTES",
                         help="train for at most this long (learning rate annealed to fit), export the "
                         "stage's checkpoint; rerunning continues towards --steps")
+    parser.add_argument("--init-from", metavar="CKPT",
+                        help="start the stage from this complete checkpoint (directory or bundled name, "
+                        "e.g. 'pusht') instead of the run's previous stage: continue training a model")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -45,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     path = train_stage(args.stage, args.data, args.out, config_file=args.config, preset=args.preset,
                        device=args.device, steps=args.steps, progress=not args.no_progress,
-                       time_limit_s=None if args.time_limit is None else args.time_limit * 60)
+                       time_limit_s=None if args.time_limit is None else args.time_limit * 60,
+                       init_from=args.init_from)
     logging.getLogger("iws.train").info("checkpoint: %s (WorldModel.load opens it)", path)
     return 0

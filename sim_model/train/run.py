@@ -39,13 +39,18 @@ SOURCE = {"dynamics": "autoencoder", "decoder-finetune": "dynamics"}
 
 
 def resolve_config(out: Path, config_file: str | None, preset: str | None,
-                   stage: Stage, steps: int | None) -> TrainConfig:
+                   stage: Stage, steps: int | None, init: CheckpointConfig | None = None) -> TrainConfig:
     """The run's TrainConfig: stored one (if any) <- config file <- --steps. Architecture is fixed
-    by the first stage; later changes to it are refused."""
+    by the first stage (or by the --init-from checkpoint); later changes to it are refused."""
     stored_path = out / "train_config.json"
     override: dict[str, Any] = {}
     if config_file is not None:
         override = load_yaml(TrainConfig, config_file).model_dump(exclude_unset=True)
+    if init is not None:
+        if preset is not None and preset != init.model.preset:
+            raise SpecError(f"--preset {preset} disagrees with the --init-from checkpoint's preset "
+                            f"'{init.model.preset}'; drop --preset.")
+        override = merge(override, {"preset": init.model.preset, "model": init.model.model_dump()})
     if stored_path.is_file():
         stored = validate(TrainConfig, json.loads(stored_path.read_text()), str(stored_path))
         if preset is not None and preset != stored.preset:
@@ -66,20 +71,29 @@ def resolve_config(out: Path, config_file: str | None, preset: str | None,
 def train_stage(stage: Stage, data_path: str | os.PathLike[str], out: str | os.PathLike[str], *,
                 config_file: str | None = None, preset: str | None = None, device: str = "cpu",
                 steps: int | None = None, progress: bool = True,
-                time_limit_s: float | None = None) -> Path:
+                time_limit_s: float | None = None, init_from: str | None = None) -> Path:
     """Train (or resume) one stage and export its checkpoint. With `time_limit_s` the stage stops
     early (learning rate annealed to the time budget) and still exports what it has; rerunning
-    continues towards the configured steps. Returns the exported checkpoint directory."""
+    continues towards the configured steps. With `init_from` (a complete checkpoint directory or a
+    bundled name) the stage starts from that model's weights, normalisation and architecture
+    instead of the previous stage of this run, e.g. to continue training the bundled model on a
+    GPU; the stage's own saved state still wins when it exists. Returns the exported checkpoint
+    directory."""
     if stage not in STAGES:
         raise SpecError(f"unknown stage '{stage}'; choose one of {', '.join(STAGES)}.")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise SpecError("--device cuda was asked for but torch sees no CUDA device; use --device cpu.")
     out_dir = Path(out)
-    cfg = resolve_config(out_dir, config_file, preset, stage, steps)
+    init_dir = None if init_from is None else ckpt.resolve(init_from)
+    init_cfg = None if init_dir is None else ckpt.read_config(init_dir)
+    cfg = resolve_config(out_dir, config_file, preset, stage, steps, init_cfg)
     dev = torch.device(device)
     data = TrainingData.from_store(data_path)
     train_view, val_view = data.split(cfg.val_fraction, cfg.seed)
-    ckpt_cfg, net = _initial_model(stage, out_dir, cfg, data, train_view.episodes)
+    if init_dir is not None:
+        ckpt_cfg, net = _init_from(init_dir, data, cfg)
+    else:
+        ckpt_cfg, net = _initial_model(stage, out_dir, cfg, data, train_view.episodes)
     # Not channels-last: with bf16 autocast, a no-grad feedback pass followed by backward
     # segfaults in oneDNN (torch 2.10, CPU); the inference copy in WorldModel uses it.
     net.to(dev)
@@ -94,6 +108,14 @@ def train_stage(stage: Stage, data_path: str | os.PathLike[str], out: str | os.P
                          hardware=result.trainer.hardware, data_hash=data.data_hash(),
                          val_loss=result.val.get("val_loss"),
                          finished=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+    previous = {s.stage: s for s in ckpt_cfg.provenance.stages}
+    # The weights this stage started from had been trained in this stage before (a chain that
+    # began with --init-from): steps and time add up.
+    if stage in previous:
+        before = previous[stage]
+        record = record.model_copy(update={"steps": before.steps + record.steps,
+                                           "wall_time_s": before.wall_time_s + record.wall_time_s,
+                                           "hardware": sorted({*before.hardware, *record.hardware})})
     stages = [s for s in ckpt_cfg.provenance.stages if s.stage != stage] + [record]
     final = ckpt_cfg.model_copy(update={"provenance": Provenance(
         source="trained", seed=cfg.seed, data=str(data_path), stages=stages)})
@@ -136,6 +158,21 @@ def _initial_model(stage: Stage, out: Path, cfg: TrainConfig, data: TrainingData
     tensors = {k: v for k, v in ckpt.read_weights(source).items() if k.startswith(keep)}
     ckpt.check_shapes(source, expected, tensors)
     net.load_state_dict(tensors, strict=False)
+    return ckpt_cfg, net
+
+
+def _init_from(directory: Path, data: TrainingData, cfg: TrainConfig) -> tuple[CheckpointConfig, WorldModelNet]:
+    """Every weight of a complete checkpoint, to continue training it."""
+    ckpt_cfg = ckpt.read_config(directory)
+    if ckpt_cfg.features != data.features:
+        raise SpecError(f"--init-from {directory} was trained on other features than the data "
+                        f"(cameras {list(ckpt_cfg.features.camera_names)} vs {list(data.features.camera_names)}, "
+                        f"action_dim {ckpt_cfg.features.action_dim} vs {data.features.action_dim}); "
+                        "continue a checkpoint on data of the same layout.")
+    net = _seeded_net(ckpt_cfg.model, ckpt_cfg.features, cfg.seed + 1)
+    tensors = ckpt.read_weights(directory)
+    ckpt.check_shapes(directory, net.state_dict(), tensors)
+    net.load_state_dict(tensors)
     return ckpt_cfg, net
 
 

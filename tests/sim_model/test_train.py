@@ -156,3 +156,35 @@ def test_fed_back_batches_train_the_dynamics(tiny_features) -> None:
     assert logs["feedback"] == 1.0
     grad = net.dynamics.out[2].weight.grad
     assert grad is not None and grad.abs().sum() > 0
+
+
+def test_init_from_continues_a_complete_checkpoint(trained_run: Path, moving_squares_store, tmp_path) -> None:
+    """--init-from starts a stage from every weight of a finished model (e.g. the bundled one),
+    in a fresh run directory, and the provenance adds the new steps to the old."""
+    source = trained_run / "model"
+    before = load_file(str(source / "model.safetensors"))
+    config = _config(tmp_path, dynamics={**FAST, "steps": 3, "batch_size": 4, "val_every": 3, "warmup": 1})
+    out = tmp_path / "continued"
+    path = train_stage("dynamics", moving_squares_store, out, config_file=config, progress=False,
+                       init_from=str(source))
+    after = load_file(str(path / "model.safetensors"))
+    assert set(after) == set(before)
+    # The encoder is frozen in the dynamics stage: it is the source's, not a fresh initialisation.
+    encoder = [k for k in before if k.startswith("encoder.")]
+    assert encoder and all(torch.equal(before[k], after[k]) for k in encoder)
+    # The dynamics continued from the source's weights: 3 small steps move it a little, where a
+    # fresh initialisation would differ from them by about their own size.
+    dyn = [k for k in before if k.startswith("dynamics.") and before[k].dtype.is_floating_point]
+    moved = sum((after[k] - before[k]).abs().sum().item() for k in dyn)
+    size = sum(before[k].abs().sum().item() for k in dyn)
+    assert 0 < moved < 0.2 * size
+    stages = {s.stage: s for s in WorldModel.load(path).config.provenance.stages}
+    assert stages["dynamics"].steps == 150 + 3 and stages["autoencoder"].steps == 150
+    stored = json.loads((out / "train_config.json").read_text())
+    assert stored["model"] == WorldModel.load(source).config.model.model_dump(mode="json")
+
+
+def test_init_from_refuses_other_features(trained_run: Path, tiny_pusht_store, tmp_path) -> None:
+    with pytest.raises(SpecError, match="other features than the data"):
+        train_stage("dynamics", tiny_pusht_store.path, tmp_path / "r", init_from=str(trained_run / "model"),
+                    progress=False)
