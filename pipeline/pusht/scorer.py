@@ -10,6 +10,11 @@ same way as frames from the simulator.
 An episode's score is its best coverage over the frames and it succeeds when any frame is past
 the threshold: gym-pusht ends an episode at its first success, which is what LeRobot's
 evaluation counts.
+
+A frame earns coverage only when it shows a rigid T: the fitted T must match the frame's T
+pixels with IoU >= MIN_SHAPE (the rigid-shape score; real gym-pusht frames score 0.92-0.99).
+Generated frames where the T has melted or smeared over the goal would otherwise be fitted a
+T there and be credited with coverage the physics never produced.
 """
 
 from __future__ import annotations
@@ -19,12 +24,15 @@ from dataclasses import dataclass
 import numpy as np
 import shapely.geometry as sg
 
-from pipeline.pusht.vision import estimate_block_pose
+from pipeline.pusht.vision import fit_block
 from sim_model.data.episode import Episode
 from workers.scoring import TaskScore
 
 GOAL_POSE = np.array([256.0, 256.0, np.pi / 4])  # gym-pusht's goal_pose: x, y, angle
 SUCCESS_THRESHOLD = 0.95  # gym-pusht: is_success = coverage > 0.95
+# Least rigid-shape score of a frame's T for its coverage to count. Over 500 held-out gym-pusht
+# frames at 96 x 96 the score was 0.918 at its lowest and 0.973 at the median.
+MIN_SHAPE = 0.85
 # add_tee(scale=30, length=4): the crossbar's and the stem's vertices, in gym-pusht's order.
 _TEE_POLYS = (
     np.array([(-60.0, 30.0), (60.0, 30.0), (60.0, 0.0), (-60.0, 0.0)]),
@@ -55,8 +63,10 @@ def coverage_of_pose(pose: np.ndarray | None) -> float:
 
 
 def frame_coverage(frame: np.ndarray) -> float:
-    """Coverage of the goal by the T seen in one RGB frame (H, W, 3); 0.0 when no T is found."""
-    return coverage_of_pose(estimate_block_pose(frame))
+    """Coverage of the goal by the T seen in one RGB frame (H, W, 3); 0.0 when no rigid T is
+    found (no T pixels, or a T shape score under MIN_SHAPE)."""
+    fit = fit_block(frame)
+    return 0.0 if fit is None or fit.iou < MIN_SHAPE else coverage_of_pose(fit.pose)
 
 
 @dataclass(frozen=True)

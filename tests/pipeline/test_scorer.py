@@ -6,6 +6,7 @@ import pytest
 from pipeline.pusht.env import PushTSim
 from pipeline.pusht.scorer import (
     GOAL_POSE,
+    MIN_SHAPE,
     coverage_of_pose,
     coverage_trace,
     frame_coverage,
@@ -69,6 +70,26 @@ def test_no_t_in_sight_scores_zero():
     noise = np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)
     assert 0.0 <= frame_coverage(noise) <= 1.0
     assert coverage_of_pose(None) == 0.0
+
+
+def test_a_melted_t_on_the_goal_earns_nothing(sim):
+    """A generated frame whose T has smeared over the goal is not credited with coverage: the T
+    must still be rigid (shape score >= MIN_SHAPE) for its coverage to count."""
+    from pipeline.pusht.vision import rigid_shape_score
+
+    on_goal = sim.reset_to(FAR_AGENT, GOAL_POSE).frame
+    assert rigid_shape_score(on_goal) >= MIN_SHAPE and frame_coverage(on_goal) > 0.95
+    # Smear the T sideways across the goal, as a drifting rollout does: a box blur along x.
+    def smear(width: int) -> np.ndarray:
+        padded = np.pad(on_goal.astype(np.float64), ((0, 0), (width // 2, width // 2), (0, 0)), mode="edge")
+        rows = [np.apply_along_axis(np.convolve, 1, padded[..., c], np.ones(width) / width, mode="valid")
+                for c in range(3)]
+        return np.stack(rows, -1).round().astype(np.uint8)
+
+    assert frame_coverage(smear(5)) > 0.9  # a slightly soft T still counts
+    melted = smear(21)
+    assert rigid_shape_score(melted) < MIN_SHAPE
+    assert frame_coverage(melted) == 0.0
 
 
 def test_trace_stride_keeps_the_last_frame(sim):
