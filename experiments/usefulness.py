@@ -7,6 +7,7 @@
    (the first frames of the real demos; a start is reused with a new seed when more attempts are
    needed); episodes the pixel scorer calls a success, cut the same way, are kept until there
    are N (or the attempts run out).
+   As a control, the first N attempts also go, kept or not, to an unfiltered store.
 3. The same small image-based BC policy (experiments/bc_policy.py) is trained on each set with the
    same steps and seed.
 4. Both policies run in gym-pusht from the same >= 50 held-out initial states (seeds disjoint
@@ -91,38 +92,46 @@ def collect_real(path: Path, n: int, attempts: int, horizon: int) -> EpisodeStor
     return store
 
 
-def collect_synthetic(path: Path, model: WorldModel, real: EpisodeStore, n: int, attempts: int,
-                      horizon: int) -> tuple[EpisodeStore, int]:
+def collect_synthetic(path: Path, unfiltered_path: Path, model: WorldModel, real: EpisodeStore, n: int,
+                      attempts: int, horizon: int) -> tuple[EpisodeStore, EpisodeStore, int]:
     """Demonstrator episodes inside the world model from the real demos' first frames, kept when
-    the pixel scorer says success, cut at the first success. Returns the store and attempts used."""
+    the pixel scorer says success, cut at the first success. The first n attempts also go, kept
+    or not (cut at a success, else whole), to the unfiltered store: the control that shows what
+    the filter does. Returns both stores and the attempts used."""
     features = model.features.model_copy(update={"extras": ()})
-    store = EpisodeStore.open(path, "a") if path.exists() else EpisodeStore.create(path, features)
+
+    def open_store(where: Path) -> EpisodeStore:
+        return EpisodeStore.open(where, "a") if where.exists() else EpisodeStore.create(where, features)
+
+    store, unfiltered = open_store(path), open_store(unfiltered_path)
     state_file = path.parent / "synthetic_attempts.json"
     used = json.loads(state_file.read_text())["attempts"] if state_file.exists() else 0
     starts = [f"{real.path}#{i}:0" for i in range(len(real))]
-    while len(store) < n and used < attempts:
+    while (len(store) < n or len(unfiltered) < n) and used < attempts:
         index = list(range(used, min(used + CHUNK, attempts)))
         specs = specs_for("synthetic", [10_000 + i for i in index],
                           [starts[i % len(starts)] for i in index], horizon)
         started = time.perf_counter()
         rollout = roll_world_model(model, PushTDemonstrator(model.features), specs, horizon)
         for row, spec in enumerate(specs):
-            trace = coverage_trace(rollout.frames[row, :, 0], stride=2)
-            first = trace.first_success
+            first = coverage_trace(rollout.frames[row, :, 0], stride=2).first_success
+            end = horizon + 1 if first is None else first + 1
+            meta = EpisodeMeta(episode_id=f"synthetic-{spec.index:04d}", length=end, task=TASK,
+                               source="policy:demonstrator", seed=spec.seed,
+                               model_hash=model.checkpoint_hash, fps=10.0,
+                               info={"init": spec.init_ref, "success": first is not None})
+            state = None if rollout.state is None else rollout.state[row, :end]
+            episode = Episode(frames={"top": rollout.frames[row, :end, 0]},
+                              action=rollout.actions[row, :end], meta=meta, state=state)
             if first is not None and len(store) < n:
-                end = first + 1
-                meta = EpisodeMeta(episode_id=f"synthetic-{spec.index:04d}", length=end, task=TASK,
-                                   source="policy:demonstrator", seed=spec.seed,
-                                   model_hash=model.checkpoint_hash, fps=10.0,
-                                   info={"init": spec.init_ref})
-                state = None if rollout.state is None else rollout.state[row, :end]
-                store.append(Episode(frames={"top": rollout.frames[row, :end, 0]},
-                                     action=rollout.actions[row, :end], meta=meta, state=state))
+                store.append(episode)
+            if len(unfiltered) < n:
+                unfiltered.append(episode)
         used = index[-1] + 1
         state_file.write_text(json.dumps({"attempts": used}))
         log.info("synthetic: %d kept after %d attempts (%.0f s for %d)", len(store), used,
                  time.perf_counter() - started, len(specs))
-    return store, used
+    return store, unfiltered, used
 
 
 def evaluate(policy_dir: Path, episodes: int, horizon: int) -> dict:
@@ -147,48 +156,59 @@ def summary(rows: dict) -> dict:
             "success_ci": wilson_interval(k, len(best))}
 
 
-def write_results(results: Path, meta: dict, real: dict, synthetic: dict) -> str:
-    def ratio(key: str) -> str:
-        return "n/a" if real[key] == 0 else f"{synthetic[key] / real[key]:.2f}"
+ROWS = {"real": ("gym-pusht (real)", "real_demos"),
+        "synthetic": ("world model, kept on scored success (synthetic)", "synthetic_demos"),
+        "unfiltered": ("world model, every attempt (control, no filter)", "unfiltered_demos")}
+
+
+def write_results(results: Path, meta: dict, scores: dict[str, dict]) -> str:
+    real = scores["real"]
+
+    def ratio(s: dict, key: str) -> str:
+        return "n/a" if real[key] == 0 else f"{s[key] / real[key]:.2f}"
 
     def row(name: str, s: dict, demos: int) -> str:
         return (f"| {name} | {demos} | {s['mean_best']:.3f} [{s['mean_best_ci'][0]:.3f}, "
                 f"{s['mean_best_ci'][1]:.3f}] | {s['mean_final']:.3f} [{s['mean_final_ci'][0]:.3f}, "
                 f"{s['mean_final_ci'][1]:.3f}] | {s['success']:.2f} [{s['success_ci'][0]:.2f}, "
-                f"{s['success_ci'][1]:.2f}] |")
+                f"{s['success_ci'][1]:.2f}] | {ratio(s, 'mean_best')} | {ratio(s, 'success')} |")
 
-    table = "\n".join([
-        "| training data | demos | mean best coverage (95% CI) | mean final coverage (95% CI) | "
-        "success rate (95% Wilson) |", "|---|---:|---:|---:|---:|",
-        row("gym-pusht (real)", real, meta["real_demos"]),
-        row("world model (synthetic)", synthetic, meta["synthetic_demos"]),
-        f"| **synthetic / real** | | **{ratio('mean_best')}** | **{ratio('mean_final')}** | "
-        f"**{ratio('success')}** |"])
+    lines = ["| training data | demos | mean best coverage (95% CI) | mean final coverage (95% CI) | "
+             "success rate (95% Wilson) | coverage ratio to real | success ratio to real |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for key, (label, count) in ROWS.items():
+        if key in scores:
+            lines.append(row(label, scores[key], meta[count]))
+        else:
+            lines.append(f"| {label} | {meta[count]} | no policy: no demonstration passed the filter in "
+                         f"{meta['synthetic_attempts']} attempts | | | 0 | 0 |")
+    table = "\n".join(lines)
     results.mkdir(parents=True, exist_ok=True)
-    (results / "usefulness.json").write_text(json.dumps({**meta, "real": real, "synthetic": synthetic},
-                                                        indent=2))
+    (results / "usefulness.json").write_text(json.dumps({**meta, **scores}, indent=2))
     (results / "usefulness.md").write_text(
         "# Usefulness: BC on real vs world-model demonstrations (`experiments/usefulness.py`)\n\n"
         f"{table}\n\nSetup: {json.dumps(meta)}\n")
-    _plot(results / "usefulness.png", real, synthetic)
+    _plot(results / "usefulness.png", scores)
     return table
 
 
-def _plot(path: Path, real: dict, synthetic: dict) -> None:
+def _plot(path: Path, scores: dict[str, dict]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+    fig, ax = plt.subplots(figsize=(7, 3.4))
     keys = [("mean_best", "mean best coverage"), ("mean_final", "mean final coverage"),
             ("success", "success rate")]
     x = np.arange(len(keys))
-    for offset, (name, s) in zip((-0.2, 0.2), (("real", real), ("synthetic", synthetic)), strict=True):
+    width = 0.8 / len(scores)
+    for i, (name, s) in enumerate(scores.items()):
         values = [s[k] for k, _ in keys]
         low = [s[k] - s[f"{k}_ci"][0] for k, _ in keys]
         high = [s[f"{k}_ci"][1] - s[k] for k, _ in keys]
-        ax.bar(x + offset, values, 0.4, yerr=[low, high], capsize=3, label=f"trained on {name}")
+        ax.bar(x + (i - (len(scores) - 1) / 2) * width, values, width, yerr=[low, high], capsize=3,
+               label=f"trained on {name}")
     ax.set_xticks(x, [label for _, label in keys])
     ax.set_ylim(0, 1)
     ax.set_title("BC policy in gym-pusht: real vs world-model demonstrations")
@@ -225,14 +245,19 @@ def main() -> None:
     if args.stop_after == "real":
         return
     model = WorldModel.load(args.model)
-    synthetic, used = collect_synthetic(args.work / "synthetic.zarr", model, real, args.demos,
-                                        args.synthetic_attempts, args.horizon)
-    if args.stop_after == "synthetic" or len(synthetic) == 0:
-        if len(synthetic) == 0:
-            log.error("no synthetic demonstration succeeded in %d attempts; nothing to train on", used)
+    synthetic, unfiltered, used = collect_synthetic(
+        args.work / "synthetic.zarr", args.work / "synthetic_unfiltered.zarr", model, real, args.demos,
+        args.synthetic_attempts, args.horizon)
+    if args.stop_after == "synthetic":
         return
-    policies["synthetic"] = _trained(args.work / "synthetic.zarr", args.work / "bc_synthetic",
-                                     args.policy_steps, steps)
+    if len(synthetic) == 0:
+        log.warning("no synthetic demonstration succeeded in %d attempts: the filtered side has no "
+                    "data to train on", used)
+    else:
+        policies["synthetic"] = _trained(args.work / "synthetic.zarr", args.work / "bc_synthetic",
+                                         args.policy_steps, steps)
+    policies["unfiltered"] = _trained(args.work / "synthetic_unfiltered.zarr",
+                                      args.work / "bc_synthetic_unfiltered", args.policy_steps, steps)
     if args.stop_after == "train":
         return
     scores = {}
@@ -244,10 +269,11 @@ def main() -> None:
     meta = {"model": args.model, "model_hash": model.checkpoint_hash, "real_demos": len(real),
             "real_attempts": len(json.loads((args.work / "real_attempts.json").read_text())),
             "synthetic_demos": len(synthetic), "synthetic_attempts": used,
-            "real_frames": real.n_frames, "synthetic_frames": synthetic.n_frames,
+            "unfiltered_demos": len(unfiltered), "real_frames": real.n_frames,
+            "synthetic_frames": synthetic.n_frames, "unfiltered_frames": unfiltered.n_frames,
             "policy_steps": args.policy_steps, "eval_episodes": args.eval_episodes,
             "eval_seeds": f"{EVAL_SEED0}..{EVAL_SEED0 + args.eval_episodes - 1}", "eval_horizon": 300}
-    print(write_results(args.results, meta, scores["real"], scores["synthetic"]))
+    print(write_results(args.results, meta, scores))
 
 
 def _trained(data: Path, out: Path, steps: int, save_at: list[int]) -> Path:
