@@ -1,0 +1,52 @@
+"""The usefulness experiment's synthetic side on a tiny model, and its results table."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from experiments.usefulness import collect_synthetic, summary, write_results
+from sim_model.data.store import EpisodeStore
+from sim_model.world_model import WorldModel
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_synthetic_side_fills_the_unfiltered_control(tiny_checkpoint, tiny_pusht_store, tmp_path):
+    model = WorldModel.load(tiny_checkpoint)
+    kept, unfiltered, used = collect_synthetic(tmp_path / "syn.zarr", tmp_path / "all.zarr", model,
+                                               tiny_pusht_store, n=2, attempts=3, horizon=4)
+    # A random tiny model never shows the T on the goal: nothing passes the success filter, every
+    # attempt runs to the end, and the control keeps the first n whole.
+    assert used == 3 and len(kept) == 0 and len(unfiltered) == 2
+    episode = unfiltered.episode(0)
+    assert len(episode) == 5 and episode.state is not None
+    assert episode.meta.info["success"] is False and episode.meta.model_hash == model.checkpoint_hash
+    first = tiny_pusht_store.episode(0).frames["top"][0]
+    assert np.array_equal(episode.frames["top"][0], first)  # starts from the real demo's first frame
+    # Rerunning resumes from the recorded attempts instead of rolling again.
+    again = collect_synthetic(tmp_path / "syn.zarr", tmp_path / "all.zarr", model, tiny_pusht_store,
+                              n=2, attempts=3, horizon=4)
+    assert again[2] == 3 and len(EpisodeStore.open(tmp_path / "all.zarr")) == 2
+
+
+def test_results_table_reports_ratios_and_a_missing_side(tmp_path):
+    def rows(best):
+        return {"best": best, "final": [b / 2 for b in best], "seeds": list(range(len(best)))}
+
+    scores = {"real": summary(rows([0.4, 0.6, 0.96, 0.2])), "unfiltered": summary(rows([0.2, 0.3, 0.1, 0.2]))}
+    meta = {"real_demos": 40, "synthetic_demos": 0, "unfiltered_demos": 40, "synthetic_attempts": 40}
+    table = write_results(tmp_path, meta, scores)
+    assert scores["real"]["success"] == 0.25 and abs(scores["real"]["mean_best"] - 0.54) < 1e-9
+    lines = table.splitlines()
+    assert "no demonstration passed the filter in 40 attempts" in lines[3]
+    assert lines[4].split("|")[6].strip() == f"{0.2 / 0.54:.2f}"  # coverage ratio to real
+    assert json.loads((tmp_path / "usefulness.json").read_text())["unfiltered_demos"] == 40
+    assert (tmp_path / "usefulness.png").stat().st_size > 0
