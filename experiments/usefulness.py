@@ -113,10 +113,10 @@ def collect_synthetic(path: Path, unfiltered_path: Path, model: WorldModel, real
                           [starts[i % len(starts)] for i in index], horizon)
         started = time.perf_counter()
         rollout = roll_world_model(model, PushTDemonstrator(model.features), specs, horizon)
-        for row, spec in enumerate(specs):
+        for row, (attempt, spec) in enumerate(zip(index, specs, strict=True)):
             first = coverage_trace(rollout.frames[row, :, 0], stride=2).first_success
             end = horizon + 1 if first is None else first + 1
-            meta = EpisodeMeta(episode_id=f"synthetic-{spec.index:04d}", length=end, task=TASK,
+            meta = EpisodeMeta(episode_id=f"synthetic-{attempt:04d}", length=end, task=TASK,
                                source="policy:demonstrator", seed=spec.seed,
                                model_hash=model.checkpoint_hash, fps=10.0,
                                info={"init": spec.init_ref, "success": first is not None})

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from experiments import usefulness
 from experiments.usefulness import collect_synthetic, summary, write_results
 from sim_model.data.store import EpisodeStore
 from sim_model.world_model import WorldModel
@@ -19,13 +20,15 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def test_synthetic_side_fills_the_unfiltered_control(tiny_checkpoint, tiny_pusht_store, tmp_path):
+def test_synthetic_side_fills_the_unfiltered_control(tiny_checkpoint, tiny_pusht_store, tmp_path, monkeypatch):
+    monkeypatch.setattr(usefulness, "CHUNK", 2)  # several chunks: episode ids stay unique across them
     model = WorldModel.load(tiny_checkpoint)
     kept, unfiltered, used = collect_synthetic(tmp_path / "syn.zarr", tmp_path / "all.zarr", model,
-                                               tiny_pusht_store, n=2, attempts=3, horizon=4)
+                                               tiny_pusht_store, n=3, attempts=3, horizon=4)
     # A random tiny model never shows the T on the goal: nothing passes the success filter, every
-    # attempt runs to the end, and the control keeps the first n whole.
-    assert used == 3 and len(kept) == 0 and len(unfiltered) == 2
+    # attempt runs to the end, and the control keeps them whole.
+    assert used == 3 and len(kept) == 0 and len(unfiltered) == 3
+    assert [unfiltered.meta(i).episode_id for i in range(3)] == [f"synthetic-{i:04d}" for i in range(3)]
     episode = unfiltered.episode(0)
     assert len(episode) == 5 and episode.state is not None
     assert episode.meta.info["success"] is False and episode.meta.model_hash == model.checkpoint_hash
@@ -33,8 +36,8 @@ def test_synthetic_side_fills_the_unfiltered_control(tiny_checkpoint, tiny_pusht
     assert np.array_equal(episode.frames["top"][0], first)  # starts from the real demo's first frame
     # Rerunning resumes from the recorded attempts instead of rolling again.
     again = collect_synthetic(tmp_path / "syn.zarr", tmp_path / "all.zarr", model, tiny_pusht_store,
-                              n=2, attempts=3, horizon=4)
-    assert again[2] == 3 and len(EpisodeStore.open(tmp_path / "all.zarr")) == 2
+                              n=3, attempts=3, horizon=4)
+    assert again[2] == 3 and len(EpisodeStore.open(tmp_path / "all.zarr")) == 3
 
 
 def test_results_table_reports_ratios_and_a_missing_side(tmp_path):
