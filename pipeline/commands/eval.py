@@ -217,12 +217,15 @@ def run_fidelity(args: argparse.Namespace) -> int:
             analyzer=_analyzer(args), video_episodes=args.videos,
             progress=lambda done, total: bar.update(task, completed=done, total=total))
     outdir = Path(args.out)
-    out.write_json(outdir / "metrics.json", result.report)
-    out.plot_fidelity(result.report, outdir / "fidelity.png")
+    # The data path as the user gave it: reports get committed, and a resolved path would carry
+    # this machine's directories into them.
+    report = result.report.model_copy(update={"data": args.data})
+    out.write_json(outdir / "metrics.json", report)
+    out.plot_fidelity(report, outdir / "fidelity.png")
     if result.videos:
         video = outdir / f"rollouts.{args.video_format}"
         out.write_video(out.side_by_side(result.videos), video, fps=store.features.fps)
-    _console().print(out.fidelity_table(result.report))
+    _console().print(out.fidelity_table(report))
     log.info("wrote %s (metrics.json, fidelity.png, rollouts.%s)", outdir, args.video_format)
     return 0
 

@@ -1,5 +1,7 @@
 """`iws eval fidelity` and `iws eval stability` end to end: tiny checkpoint, 32 x 32 store."""
 
+from pathlib import Path
+
 import imageio.v3 as iio
 import numpy as np
 import pytest
@@ -22,15 +24,19 @@ def restore_torch_threads():
 FAST = ["--threads", "1", "--no-progress"]
 
 
-def test_fidelity_writes_report_plot_video_and_table(tiny_checkpoint, tiny_pusht_store, tmp_path, capsys):
+def test_fidelity_writes_report_plot_video_and_table(tiny_checkpoint, tiny_pusht_store, tmp_path, capsys,
+                                                    monkeypatch):
     out = tmp_path / "fid"
-    code = main(["eval", "fidelity", "--model", str(tiny_checkpoint), "--data", tiny_pusht_store.path,
+    store = Path(tiny_pusht_store.path)
+    monkeypatch.chdir(store.parent)  # a relative --data stays relative in the committed report
+    code = main(["eval", "fidelity", "--model", str(tiny_checkpoint), "--data", store.name,
                  "--horizons", "1,5,50", "--object-mask", "pusht", "--batch-size", "2",
                  "--videos", "2", "--out", str(out), *FAST])
     assert code == 0
     report = FidelityReport.model_validate_json((out / "metrics.json").read_text())
     assert [h.horizon for h in report.horizons] == [1, 5] and report.skipped_horizons == [50]
     assert report.analyzer == "pusht" and report.episodes == [0, 1, 2]
+    assert report.data == store.name
     h1 = report.horizons[0]
     assert h1.psnr["model"].n == 3 and set(h1.object_iou) == {"model", "baseline"}
     assert 0.0 <= h1.shape_score["truth"].mean <= 1.0
