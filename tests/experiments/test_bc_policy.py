@@ -14,14 +14,6 @@ from sim_model.data.store import EpisodeStore
 from workers.actions import Observation
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_chunk_targets_stop_at_each_episode_end():
     actions = torch.arange(10, dtype=torch.float32)[:, None].repeat(1, 2)  # episodes [0, 6), [6, 10)
     targets = chunk_targets(actions, np.array([6, 10]))

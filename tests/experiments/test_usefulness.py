@@ -3,21 +3,11 @@
 import json
 
 import numpy as np
-import pytest
-import torch
 
 from experiments import usefulness
 from experiments.usefulness import collect_synthetic, summary, write_results
 from sim_model.data.store import EpisodeStore
 from sim_model.world_model import WorldModel
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_synthetic_side_fills_the_unfiltered_control(tiny_checkpoint, tiny_pusht_store, tmp_path, monkeypatch):
