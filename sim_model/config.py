@@ -55,6 +55,12 @@ class DynamicsConfig(BaseModel):
                                        description="Max noise level on context latents in training.")
     context_noise_infer: float = Field(default=0.0, ge=0, le=1,
                                        description="Noise level context latents are tagged with at inference.")
+    head: Literal["flow", "regression"] = Field(
+        default="flow", description="'flow': the next latent is sampled from noise in `sample_steps` "
+        "flow steps; 'regression': one deterministic pass (no noise input), trained on the "
+        "unit-normalised prediction.")
+    recency: bool = Field(default=False, description="Feed the last latent change z(t-1) - z(t-2) "
+                          "straight into the target stem (velocity without going through attention).")
 
     @model_validator(mode="after")
     def _heads_divide(self) -> DynamicsConfig:

@@ -24,7 +24,7 @@ from sim_model import checkpoint as ckpt
 from sim_model.config import CheckpointConfig, ModelConfig, Precision, Provenance, preset_config
 from sim_model.context import ContextWindow
 from sim_model.inputs import FrameLayout, as_actions, parse_frames
-from sim_model.nn.dynamics import flow_times, noisy
+from sim_model.nn.dynamics import next_latent
 from sim_model.nn.world import WorldModelNet, to_images, to_uint8
 from sim_model.noise import RowNoise
 from sim_model.normalize import Normalizer, fit_normalization
@@ -64,6 +64,7 @@ class WorldModel:
         self.norm = Normalizer(config.normalization, self.device)
         self._window = ContextWindow(config.model.dynamics.context)
         self._z: torch.Tensor | None = None  # newest latent (B, V, C, h, w)
+        self._z_prev: torch.Tensor | None = None  # the one before it (itself right after a 1-frame reset)
         self._layout: FrameLayout | None = None
         self._noise: RowNoise | None = None
         self._hash: str | None = None
@@ -162,7 +163,7 @@ class WorldModel:
             z = self._run.encode(to_images(images.to(self.device)))  # (B, T0, V, C, h, w)
             for i in range(t0 - 1):
                 self._push_context(z[:, i], self.norm.action(history[:, i].to(self.device)))
-        self._z = z[:, -1]
+        self._z, self._z_prev = z[:, -1], z[:, max(0, t0 - 2)]
 
     def _push_context(self, z: torch.Tensor, action: torch.Tensor) -> None:
         level = torch.full((z.shape[0], 1), self.config.model.dynamics.context_noise_infer, device=self.device)
@@ -171,12 +172,12 @@ class WorldModel:
     @torch.inference_mode()
     def step(self, actions: np.ndarray | torch.Tensor) -> StepResult:
         """Advance every row by one action (B, A) in raw units; returns the predicted frames."""
-        if self._z is None or self._noise is None or self._layout is None:
+        if self._z is None or self._z_prev is None or self._noise is None or self._layout is None:
             raise RuntimeError("call reset(frames) before step(actions)")
         b = self._z.shape[0]
         a = self.norm.action(as_actions(actions, b, self.features.action_dim, self.device))
         with autocast(self.device, self.bf16):
-            self._z = self._predict(self._z, a, self._noise)
+            self._z, self._z_prev = self._predict(self._z, self._z_prev, a, self._noise), self._z
             images = self._run.decode(self._z, self._noise, self.config.model.autoencoder.decode_steps)
             state = self._run.state(self._z)
         frames = self._layout.restore(to_uint8(images)).cpu().numpy()
@@ -185,19 +186,14 @@ class WorldModel:
             self.state = raw_state
         return StepResult(frames=frames, state=raw_state)
 
-    def _predict(self, z: torch.Tensor, a: torch.Tensor, noise: RowNoise) -> torch.Tensor:
-        """One dynamics step from latent z (B, V, C, h, w) under normalised action a (B, A)."""
+    def _predict(self, z: torch.Tensor, z_prev: torch.Tensor, a: torch.Tensor, noise: RowNoise) -> torch.Tensor:
+        """One dynamics step from latent z (B, V, C, h, w), the one before it and normalised
+        action a (B, A)."""
         self._push_context(z, a)
-        b = z.shape[0]
-        context, offsets = self._window.context(), self._window.offsets()
-        z_hat = None
-        for t in flow_times(self.config.model.dynamics.sample_steps):
-            level = torch.full((b, 1), t, device=self.device)
-            eps = noise(*z.shape[1:])[:, None]
-            x_t = eps if z_hat is None else noisy(z_hat, eps, level)
-            pred = self._run.dynamics.predict(x_t, level, z[:, None], a[:, None], context, offsets)
-            z_hat = torch.nn.functional.normalize(pred.float(), dim=-3)
-        assert z_hat is not None
+        dyn = self.config.model.dynamics
+        z_hat = next_latent(self._run.dynamics, dyn.head, dyn.sample_steps, z[:, None], z_prev[:, None],
+                            a[:, None], self._window.context(), self._window.offsets(),
+                            lambda: noise(*z.shape[1:])[:, None])
         return z_hat[:, 0]
 
     @torch.inference_mode()

@@ -9,7 +9,10 @@ Shapes: latents (B, T, V, C, h, w); actions (B, T, A) normalised to [-1, 1]; noi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from sim_model.config import DynamicsConfig
@@ -55,7 +58,8 @@ class DynamicsNet(nn.Module):
         self.coords: torch.Tensor
         self.register_buffer("coords", torch.stack([ys, xs])[None], persistent=False)  # (1, 2, h, w)
         self.ctx_stem = nn.Conv2d(latent_channels + 2, chans[0], 3, padding=1)
-        self.tgt_stem = nn.Conv2d(2 * latent_channels + 2, chans[0], 3, padding=1)
+        self.recency = cfg.recency
+        self.tgt_stem = nn.Conv2d((3 if cfg.recency else 2) * latent_channels + 2, chans[0], 3, padding=1)
         # Action field: a per-pixel MLP of (action, y, x), so where an action acts in the image
         # (e.g. a target position of the end effector) is one small learned function away.
         self.action_field = nn.Sequential(nn.Conv2d(action_dim + 2, cd // 2, 1), nn.SiLU(),
@@ -126,21 +130,53 @@ class DynamicsNet(nn.Module):
         return tp.emitted
 
     def predict(self, x_t: torch.Tensor, t: torch.Tensor, z_prev: torch.Tensor, actions: torch.Tensor,
-                context: list[KV], offsets: torch.Tensor) -> torch.Tensor:
+                context: list[KV], offsets: torch.Tensor, z_prev2: torch.Tensor | None = None) -> torch.Tensor:
         """Clean next latents (B, Tq, V, C, h, w) from noisy ones x_t at noise levels t (B, Tq).
 
-        z_prev: the latent each target follows; actions: the action taken at z_prev (B, Tq, A);
-        context/offsets: see TemporalPass. The output is not yet unit-normalised.
+        z_prev: the latent each target follows; z_prev2: the one before it (needed with
+        `recency`; pass z_prev where there is none); actions: the action taken at z_prev
+        (B, Tq, A); context/offsets: see TemporalPass. The output is not yet unit-normalised.
         """
         b, tq, v = x_t.shape[:3]
         tp = TemporalPass("target", b, tq, v, context=context, offsets=offsets)
-        inp = torch.cat([x_t, z_prev], dim=3).flatten(0, 2)
-        h = self.tgt_stem(self._with_coords(inp)) + self._field(actions)
+        inp = self._with_coords(torch.cat([x_t, z_prev], dim=3).flatten(0, 2))
+        if self.recency:  # appended last: a checkpoint without it widens by zero-weight inputs
+            if z_prev2 is None:
+                raise ValueError("this dynamics net has `recency`: pass z_prev2")
+            inp = torch.cat([inp, (z_prev - z_prev2.to(z_prev.dtype)).flatten(0, 2)], 1)
+        h = self.tgt_stem(inp) + self._field(actions)
         h = self._unet(h, self._cond(actions, t, 1), tp)
         # contiguous: a channels-last view reshaped to 6-D has strides that later crash
         # oneDNN's bf16 convolution backward when the result is fed back as context
         delta = self.out(h).contiguous().reshape(z_prev.shape)
         return z_prev + delta.to(z_prev.dtype)
+
+
+def next_latent(dyn: DynamicsNet, head: str, steps: int, z_prev: torch.Tensor, z_prev2: torch.Tensor,
+                actions: torch.Tensor, context: list[KV], offsets: torch.Tensor,
+                noise: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """Unit-norm next latents (B, Tq, V, C, h, w): one regression pass, or `steps` flow steps
+    from noise() (a fresh (B, Tq, V, C, h, w) draw per call). The one sampler of training and
+    inference."""
+    b, tq = z_prev.shape[:2]
+    if head == "regression":
+        ones = torch.ones(b, tq, device=z_prev.device)
+        pred = dyn.predict(torch.zeros_like(z_prev), ones, z_prev, actions, context, offsets, z_prev2)
+        return F.normalize(pred.float(), dim=-3)
+    z_hat = None
+    for t in flow_times(steps):
+        level = torch.full((b, tq), t, device=z_prev.device)
+        eps = noise()
+        x_t = eps if z_hat is None else noisy(z_hat, eps, level)
+        pred = dyn.predict(x_t, level, z_prev, actions, context, offsets, z_prev2)
+        z_hat = F.normalize(pred.float(), dim=-3)
+    assert z_hat is not None
+    return z_hat
+
+
+def previous(z: torch.Tensor) -> torch.Tensor:
+    """Along time (dim 1), each frame's predecessor; the first frame stands in for its own."""
+    return torch.cat([z[:, :1], z[:, :-1]], 1)
 
 
 def flow_times(steps: int) -> list[float]:

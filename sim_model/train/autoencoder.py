@@ -45,7 +45,7 @@ def autoencoder_task(net: WorldModelNet, train: DataView, val: DataView, cfg: St
             loss = loss + 0.1 * state_loss
         return loss, logs
 
-    def loss(step: int, rng: TrainRNG) -> tuple[torch.Tensor, Logs]:
+    def loss(step: int, progress: float, rng: TrainRNG) -> tuple[torch.Tensor, Logs]:
         return losses(train.frame_indices(rng.numpy, cfg.batch_size), rng)
 
     val_idx = val.frame_indices(np.random.default_rng(seed + 1), cfg.val_batches * cfg.batch_size)

@@ -36,10 +36,18 @@ class StageConfig(BaseModel):
                                  description="Dynamics: share of batches whose context is replaced by "
                                  "the model's own one-step samples (fed-back training).")
     feedback_start: float = Field(default=0.3, ge=0, le=1,
-                                  description="Dynamics: fraction of steps before fed-back batches start.")
+                                  description="Dynamics: fraction of the stage's progress (steps or time "
+                                  "limit, whichever is further) before fed-back batches start.")
+    feedback_depth: int = Field(default=1, ge=1, le=8,
+                                description="Dynamics: fed-back passes per fed-back batch; after k passes a "
+                                "frame has been generated up to k steps deep from real context.")
     motion_weight: float = Field(default=10.0, ge=0,
                                  description="Dynamics: extra loss weight per unit of latent change "
                                  "between consecutive frames (0 = plain MSE).")
+    object_weight: float = Field(default=0.0, ge=0,
+                                 description="Dynamics: extra loss weight on latent cells that show an "
+                                 "object (pixels far from the dataset's median frame) in the target or "
+                                 "the frame before it (0 = off).")
     # decoder fine-tune
     latent_noise: float = Field(default=0.1, ge=0,
                                 description="Decoder: std of noise added to latents before re-projection.")

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from sim_model.nn.dynamics import flow_times, noisy
+from sim_model.config import DynamicsConfig
+from sim_model.nn.dynamics import next_latent, noisy, previous
 from sim_model.nn.world import WorldModelNet, to_images
 from sim_model.normalize import Normalizer
 from sim_model.train.common import batch_images, decoder_times, psnr, save_grid
@@ -30,70 +31,131 @@ if TYPE_CHECKING:
 
 
 def target_offsets(length: int, device: torch.device) -> torch.Tensor:
-    """(length-1, length): steps from context frame j to target frame i = 1..length-1."""
+    """(length-1, length-1): steps from context frame j = 0..L-2 to target frame i = 1..L-1.
+    The window's last frame is no one's context, so it never goes through the context pass."""
     i = torch.arange(1, length, device=device)[:, None]
-    return i - torch.arange(length, device=device)[None]
+    return i - torch.arange(length - 1, device=device)[None]
 
 
 def sample_next(net: WorldModelNet, src: torch.Tensor, a: torch.Tensor, rng: TrainRNG,
-                steps: int, noise_level: float = 0.0) -> torch.Tensor:
-    """One-step samples of frames 1..L-1 given context src (B, L, V, C, h, w) -> (B, L-1, ...)."""
+                dyn: DynamicsConfig) -> torch.Tensor:
+    """The model's own samples of frames 1..L-1 given context src (B, L, V, C, h, w) -> (B, L-1, ...)."""
     b, length = src.shape[:2]
-    levels = torch.full((b, length), noise_level, device=src.device)
-    ctx = net.dynamics.encode_context(src, a, levels)
-    offsets = target_offsets(length, src.device)
-    z_hat = None
-    for t in flow_times(steps):
-        level = torch.full((b, length - 1), t, device=src.device)
-        eps = rng.randn(*src[:, 1:].shape, device=src.device)
-        x_t = eps if z_hat is None else noisy(z_hat, eps, level)
-        pred = net.dynamics.predict(x_t, level, src[:, :-1], a[:, :-1], ctx, offsets)
-        z_hat = F.normalize(pred.float(), dim=-3)
-    assert z_hat is not None
-    return z_hat
+    ctx = net.dynamics.encode_context(src[:, :-1], a[:, :-1], src.new_zeros(b, length - 1))
+    z_prev = src[:, :-1]
+    return next_latent(net.dynamics, dyn.head, dyn.sample_steps, z_prev, previous(z_prev), a[:, :-1],
+                       ctx, target_offsets(length, src.device),
+                       lambda: rng.randn(*z_prev.shape, device=src.device))
+
+
+class LatentCache:
+    """Latents of the frozen encoder, each frame encoded the first time a batch draws it
+    (the encoder does not change during the dynamics stage and the fine-tune); with a
+    `background`, also each frame's foreground cells at latent resolution."""
+
+    def __init__(self, net: WorldModelNet, data: TrainingData, device: torch.device,
+                 background: torch.Tensor | None = None) -> None:
+        self.net, self.data, self.device, self.background = net, data, device, background
+        self.z = torch.zeros(len(data.frames), data.frames.shape[1], *net.latent_shape)
+        self.fg = torch.zeros(len(data.frames), data.frames.shape[1], 1, *net.latent_shape[1:])
+        self.have = torch.zeros(len(data.frames), dtype=torch.bool)
+
+    def __call__(self, idx: np.ndarray) -> torch.Tensor:
+        """Global frame indices (...) -> latents (..., V, C, h, w) on the device."""
+        return self._fill(idx, self.z)
+
+    def foreground(self, idx: np.ndarray) -> torch.Tensor:
+        """Global frame indices (...) -> foreground cells (..., V, 1, h, w) in {0, 1}."""
+        assert self.background is not None, "foreground cells need a background"
+        return self._fill(idx, self.fg)
+
+    def _fill(self, idx: np.ndarray, table: torch.Tensor) -> torch.Tensor:
+        flat = torch.from_numpy(np.ascontiguousarray(idx).reshape(-1))
+        missing = flat[~self.have[flat]].unique()
+        if len(missing):
+            with torch.no_grad():
+                z = self.net.encode(batch_images(self.data, missing.numpy(), self.device))
+            self.z[missing] = z.float().cpu()
+            if self.background is not None:
+                self.fg[missing] = foreground_cells(self.data.frames[missing], self.background, z.shape[-1])
+            self.have[missing] = True
+        return table[flat].reshape(*idx.shape, *table.shape[1:]).to(self.device)
+
+
+def median_background(data: TrainingData, frames: int = 512, seed: int = 0) -> torch.Tensor:
+    """(V, H, W, 3) uint8: per-pixel median over frames drawn from the whole dataset. Objects
+    that move between episodes (the agent, the block) vanish from it; the static scene stays."""
+    idx = np.sort(np.random.default_rng(seed).choice(len(data.frames), min(frames, len(data.frames)),
+                                                     replace=False))
+    return data.frames[torch.from_numpy(idx)].median(dim=0).values
+
+
+def foreground_cells(frames: torch.Tensor, background: torch.Tensor, width: int,
+                     threshold: int = 40) -> torch.Tensor:
+    """uint8 frames (N, V, H, W, 3) -> (N, V, 1, h, w) float: 1 where any pixel of the latent
+    cell differs from the background by more than `threshold` levels in some channel."""
+    diff = (frames.short() - background.short()).abs().amax(-1) > threshold  # (N, V, H, W)
+    n, v, height, w_px = diff.shape
+    cells = F.max_pool2d(diff.reshape(n * v, 1, height, w_px).float(), w_px // width)
+    return cells.reshape(n, v, 1, *cells.shape[-2:])
 
 
 def dynamics_task(net: WorldModelNet, train: DataView, val: DataView, cfg: StageConfig,
-                  norm: Normalizer, device: torch.device, *, window: int, sample_steps: int,
-                  context_noise: float, seed: int,
-                  make_world_model: Callable[[], WorldModel]) -> StageTask:
+                  norm: Normalizer, device: torch.device, *, window: int, dyn: DynamicsConfig,
+                  seed: int, make_world_model: Callable[[], WorldModel]) -> StageTask:
     data = train.data
+    latents = LatentCache(net, data, device, median_background(data) if cfg.object_weight else None)
 
-    def windows(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        with torch.no_grad():
-            z = net.encode(batch_images(data, idx, device))  # (B, L, V, C, h, w)
+    def windows(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         a = norm.action(torch.from_numpy(data.actions[idx]).to(device))  # (B, L, A)
-        return z, a
+        fg = latents.foreground(idx) if cfg.object_weight else None  # (B, L, V, 1, h, w)
+        return latents(idx), a, fg  # (B, L, V, C, h, w)
 
-    def losses(z: torch.Tensor, a: torch.Tensor, rng: TrainRNG, feedback: bool,
-               weighted: bool = True) -> torch.Tensor:
+    def losses(z: torch.Tensor, a: torch.Tensor, fg: torch.Tensor | None, rng: TrainRNG,
+               feedback_depth: int, weighted: bool = True) -> torch.Tensor:
         b, length = z.shape[:2]
         src = z
-        if feedback:
+        if feedback_depth:
+            # Each pass re-predicts every frame from the previous pass's frames, so after k passes
+            # frame i has been generated up to k steps deep from real context.
             with torch.no_grad():
-                src = torch.cat([z[:, :1], sample_next(net, z, a, rng, sample_steps)], 1)
+                for _ in range(feedback_depth):
+                    src = torch.cat([z[:, :1], sample_next(net, src, a, rng, dyn)], 1)
             # Autocast caches its bf16 copies of the weights, also those made under no_grad;
             # reused below they would cut every gradient to the dynamics (torch 2.10).
             torch.clear_autocast_cache()
-        levels = rng.rand(b, length, device=device) * context_noise
-        ctx = net.dynamics.encode_context(noisy(src, rng.randn(*src.shape, device=device), levels), a, levels)
-        t = decoder_times(b * (length - 1), rng, device).reshape(b, length - 1)
-        x_t = noisy(z[:, 1:], rng.randn(*z[:, 1:].shape, device=device), t)
-        pred = net.dynamics.predict(x_t, t, src[:, :-1], a[:, :-1], ctx, target_offsets(length, device))
-        error = (pred.float() - z[:, 1:]).pow(2)  # (B, L-1, V, C, h, w)
-        if not weighted or cfg.motion_weight == 0:
+        z_prev = src[:, :-1]
+        levels = rng.rand(b, length - 1, device=device) * dyn.context_noise_train
+        corrupted = F.normalize(noisy(z_prev, rng.randn(*z_prev.shape, device=device), levels), dim=-3)
+        ctx = net.dynamics.encode_context(corrupted, a[:, :-1], levels)
+        offsets = target_offsets(length, device)
+        if dyn.head == "regression":
+            ones = torch.ones(b, length - 1, device=device)
+            pred = net.dynamics.predict(torch.zeros_like(z_prev), ones, z_prev, a[:, :-1], ctx, offsets,
+                                        previous(z_prev))
+            pred = F.normalize(pred.float(), dim=-3)
+        else:
+            t = decoder_times(b * (length - 1), rng, device).reshape(b, length - 1)
+            x_t = noisy(z[:, 1:], rng.randn(*z[:, 1:].shape, device=device), t)
+            pred = net.dynamics.predict(x_t, t, z_prev, a[:, :-1], ctx, offsets, previous(z_prev)).float()
+        error = (pred - z[:, 1:]).pow(2)  # (B, L-1, V, C, h, w)
+        if not weighted or (cfg.motion_weight == 0 and fg is None):
             return error.mean()
         # Moving things (the agent, a pushed block) fill a few latent pixels; weight each latent
-        # pixel by how much it changes so they are not drowned by the static background.
+        # pixel by how much it changes so they are not drowned by the static background, and
+        # (object_weight) every cell an object covers or just left, moving or not.
         change = (z[:, 1:] - z[:, :-1]).norm(dim=3, keepdim=True)  # in [0, 2]
         weight = 1 + cfg.motion_weight * change
+        if fg is not None:
+            weight = weight + cfg.object_weight * torch.maximum(fg[:, 1:], fg[:, :-1])
         return (error * weight).mean() / weight.mean()
 
-    def loss(step: int, rng: TrainRNG) -> tuple[torch.Tensor, Logs]:
-        z, a = windows(train.window_indices(rng.numpy, cfg.batch_size, window))
-        feedback = (step >= cfg.feedback_start * cfg.steps
+    def loss(step: int, progress: float, rng: TrainRNG) -> tuple[torch.Tensor, Logs]:
+        z, a, fg = windows(train.window_indices(rng.numpy, cfg.batch_size, window))
+        # By progress, not by step: a time-limited run reaches its fed-back phase too.
+        feedback = (progress >= cfg.feedback_start
                     and float(rng.rand(1, device=torch.device("cpu"))) < cfg.feedback_prob)
-        value = losses(z, a, rng, feedback)
+        value = losses(z, a, fg, rng, cfg.feedback_depth if feedback else 0)
         return value, {"feedback": float(feedback)}
 
     val_idx = val.window_indices(np.random.default_rng(seed + 1), cfg.val_batches * cfg.batch_size, window)
@@ -102,8 +164,8 @@ def dynamics_task(net: WorldModelNet, train: DataView, val: DataView, cfg: Stage
         rng = TrainRNG.seeded(seed + 2)
         total = repeat = 0.0
         for chunk in np.array_split(val_idx, cfg.val_batches):
-            z, a = windows(chunk)
-            total += losses(z, a, rng, feedback=False, weighted=False).item() / cfg.val_batches
+            z, a, fg = windows(chunk)
+            total += losses(z, a, fg, rng, feedback_depth=0, weighted=False).item() / cfg.val_batches
             repeat += F.mse_loss(z[:, :-1], z[:, 1:]).item() / cfg.val_batches
         return {"val_loss": total, "val_loss_repeat": repeat,
                 **horizon1(make_world_model(), data, val_idx[: cfg.batch_size])}

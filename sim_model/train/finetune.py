@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from sim_model.config import DynamicsConfig
 from sim_model.nn.world import WorldModelNet
 from sim_model.normalize import Normalizer
 from sim_model.train.common import (
@@ -23,36 +24,37 @@ from sim_model.train.common import (
 )
 from sim_model.train.config import StageConfig
 from sim_model.train.data import DataView
-from sim_model.train.dynamics import sample_next
+from sim_model.train.dynamics import LatentCache, sample_next
 from sim_model.train.loop import Logs, StageTask
 from sim_model.train.state import TrainRNG
 
 
 def finetune_task(net: WorldModelNet, train: DataView, val: DataView, cfg: StageConfig,
-                  norm: Normalizer, device: torch.device, *, window: int, sample_steps: int,
+                  norm: Normalizer, device: torch.device, *, window: int, dyn: DynamicsConfig,
                   decode_steps: int, seed: int) -> StageTask:
     data = train.data
+    latents = LatentCache(net, data, device)
     per_window = window - 1
     n_windows = max(1, cfg.batch_size // per_window)
 
     def predicted(idx: np.ndarray, rng: TrainRNG) -> tuple[torch.Tensor, torch.Tensor]:
         """Dynamics latents of frames 1..L-1 of windows idx (B, L) and those real frames."""
-        x = batch_images(data, idx, device)  # (B, L, V, 3, H, W)
+        x = batch_images(data, idx[:, 1:], device)  # (B, L-1, V, 3, H, W)
         a = norm.action(torch.from_numpy(data.actions[idx]).to(device))
         with torch.no_grad():
-            z_hat = sample_next(net, net.encode(x), a, rng, sample_steps)
-        return z_hat.flatten(0, 1), x[:, 1:].flatten(0, 1)
+            z_hat = sample_next(net, latents(idx), a, rng, dyn)
+        return z_hat.flatten(0, 1), x.flatten(0, 1)
 
     def losses(rng: TrainRNG, from_dynamics: bool, view: DataView) -> torch.Tensor:
         if from_dynamics:
             z, x0 = predicted(view.window_indices(rng.numpy, n_windows, window), rng)
         else:
-            x0 = batch_images(data, view.frame_indices(rng.numpy, cfg.batch_size), device)
-            with torch.no_grad():
-                z = perturb_latent(net.encode(x0), cfg.latent_noise, rng)
+            idx = view.frame_indices(rng.numpy, cfg.batch_size)
+            x0 = batch_images(data, idx, device)
+            z = perturb_latent(latents(idx), cfg.latent_noise, rng)
         return decoder_loss(net, x0, z, rng)
 
-    def loss(step: int, rng: TrainRNG) -> tuple[torch.Tensor, Logs]:
+    def loss(step: int, progress: float, rng: TrainRNG) -> tuple[torch.Tensor, Logs]:
         from_dynamics = float(rng.rand(1, device=torch.device("cpu"))) < cfg.dynamics_latent_prob
         return losses(rng, from_dynamics, train), {"from_dynamics": float(from_dynamics)}
 

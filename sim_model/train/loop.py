@@ -29,7 +29,8 @@ class StageTask:
 
     name: str
     params: list[torch.nn.Parameter]
-    loss: Callable[[int, TrainRNG], tuple[torch.Tensor, Logs]]  # (step, rng) -> loss, logs
+    # (step, progress in [0, 1], rng) -> loss, logs; progress is what the schedule anneals on
+    loss: Callable[[int, float, TrainRNG], tuple[torch.Tensor, Logs]]
     validate: Callable[[], Logs]  # deterministic: fixed draws every call
     samples: Callable[[Path], None]  # write a PNG to the given path
 
@@ -52,6 +53,17 @@ def hardware(device: torch.device) -> str:
     except OSError:
         pass
     return f"cpu: {name}, {torch.get_num_threads()} threads"
+
+
+def session_progress(cfg: StageConfig, step: int, elapsed_s: float, time_limit_s: float | None,
+                     resumed_at: float) -> float:
+    """Fraction of the stage done: the larger of steps done and time used. A resumed run
+    continues from the progress it had reached (`resumed_at`) and spreads what is left over this
+    session's time limit, so the learning rate never jumps back up across sessions."""
+    done = step / cfg.steps
+    if time_limit_s:
+        done = max(done, resumed_at + (1 - resumed_at) * elapsed_s / time_limit_s)
+    return min(1.0, max(done, resumed_at))
 
 
 def learning_rate(cfg: StageConfig, step: int, progress: float) -> float:
@@ -79,6 +91,8 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
     if hardware(device) not in trainer.hardware:
         trainer.hardware.append(hardware(device))
     val: Logs = dict(trainer.extra.get("val", {}))
+    resumed_at = float(trainer.extra.get("progress", 0.0))
+    done = resumed_at
     started, session_start_wall = time.monotonic(), trainer.wall_time_s
     bar = tqdm(total=cfg.steps, initial=trainer.step, desc=task.name, disable=not progress,
                dynamic_ncols=True)
@@ -86,6 +100,7 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
     def checkpoint() -> None:
         trainer.wall_time_s = session_start_wall + time.monotonic() - started
         trainer.extra["val"] = val
+        trainer.extra["progress"] = done
         save_state(state_dir, net, optimizer, trainer, rng)
 
     if trainer.step == 0:  # the starting point, so progress can be judged against it
@@ -93,9 +108,7 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
     net.train()
     try:
         while trainer.step < cfg.steps:
-            done = trainer.step / cfg.steps
-            if time_limit_s:
-                done = max(done, (time.monotonic() - started) / time_limit_s)
+            done = session_progress(cfg, trainer.step, time.monotonic() - started, time_limit_s, resumed_at)
             loss, logs = _step(task, cfg, optimizer, trainer.step, done, rng, device, bf16)
             trainer.step += 1
             bar.update(1)
@@ -128,7 +141,7 @@ def _step(task: StageTask, cfg: StageConfig, optimizer: torch.optim.Optimizer, s
     for group in optimizer.param_groups:
         group["lr"] = learning_rate(cfg, step, done)
     with autocast(device, bf16):
-        loss, logs = task.loss(step, rng)
+        loss, logs = task.loss(step, done, rng)
     value = loss.item()
     if not math.isfinite(value):
         raise FloatingPointError(f"{task.name}: loss became {value} at step {step}; lower the "

@@ -50,7 +50,9 @@ def resolve_config(out: Path, config_file: str | None, preset: str | None,
         if preset is not None and preset != init.model.preset:
             raise SpecError(f"--preset {preset} disagrees with the --init-from checkpoint's preset "
                             f"'{init.model.preset}'; drop --preset.")
-        override = merge(override, {"preset": init.model.preset, "model": init.model.model_dump()})
+        # The checkpoint's architecture, with what the config file changes in it on top (e.g. a
+        # recipe ablation that adds an input to the dynamics, see `_init_from`).
+        override = merge({"preset": init.model.preset, "model": init.model.model_dump()}, override)
     if stored_path.is_file():
         stored = validate(TrainConfig, json.loads(stored_path.read_text()), str(stored_path))
         if preset is not None and preset != stored.preset:
@@ -162,18 +164,44 @@ def _initial_model(stage: Stage, out: Path, cfg: TrainConfig, data: TrainingData
 
 
 def _init_from(directory: Path, data: TrainingData, cfg: TrainConfig) -> tuple[CheckpointConfig, WorldModelNet]:
-    """Every weight of a complete checkpoint, to continue training it."""
+    """Every weight of a complete checkpoint, to continue training it. When the run's
+    architecture widens a layer's input (e.g. `recency` adds channels to the dynamics' target
+    stem) the new inputs start at zero weight, so the model starts out computing what the
+    checkpoint computed."""
     ckpt_cfg = ckpt.read_config(directory)
     if ckpt_cfg.features != data.features:
-        raise SpecError(f"--init-from {directory} was trained on other features than the data "
-                        f"(cameras {list(ckpt_cfg.features.camera_names)} vs {list(data.features.camera_names)}, "
-                        f"action_dim {ckpt_cfg.features.action_dim} vs {data.features.action_dim}); "
-                        "continue a checkpoint on data of the same layout.")
-    net = _seeded_net(ckpt_cfg.model, ckpt_cfg.features, cfg.seed + 1)
+        raise SpecError(f"--init-from {directory} was trained on other features than the data: "
+                        f"{feature_differences(ckpt_cfg.features, data.features)}; continue a "
+                        "checkpoint on data of the same layout (resize or re-collect the data).")
+    model = cfg.model or ckpt_cfg.model
+    net = _seeded_net(model, ckpt_cfg.features, cfg.seed + 1)
     tensors = ckpt.read_weights(directory)
-    ckpt.check_shapes(directory, net.state_dict(), tensors)
+    expected = net.state_dict()
+    widened = [k for k, v in tensors.items() if k in expected and _widens(v, expected[k])]
+    for key in widened:
+        grown = torch.zeros_like(expected[key])
+        grown[tuple(slice(0, n) for n in tensors[key].shape)] = tensors[key]
+        tensors[key] = grown
+    if widened:
+        log.warning("--init-from %s: the new architecture widens %s; the added inputs start at zero",
+                    directory, ", ".join(widened))
+    ckpt.check_shapes(directory, expected, tensors)
     net.load_state_dict(tensors)
-    return ckpt_cfg, net
+    return ckpt_cfg.model_copy(update={"model": model}), net
+
+
+def feature_differences(model: FeatureSpec, data: FeatureSpec) -> str:
+    """'field: model value vs data value' for every field that differs (cameras compared by
+    name and size)."""
+    ours, theirs = model.model_dump(), data.model_dump()
+    return "; ".join(f"{key}: checkpoint {ours[key]} vs data {theirs[key]}"
+                     for key in ours if ours[key] != theirs[key])
+
+
+def _widens(old: torch.Tensor, new: torch.Tensor) -> bool:
+    """A conv/linear weight whose input dimension (dim 1) grew and nothing else changed."""
+    return (old.dim() == new.dim() >= 2 and old.shape[0] == new.shape[0] and old.shape[1] < new.shape[1]
+            and old.shape[2:] == new.shape[2:])
 
 
 def _seeded_net(model: ModelConfig, features: FeatureSpec, seed: int) -> WorldModelNet:
@@ -197,9 +225,7 @@ def _task(stage: Stage, net: WorldModelNet, train_view: Any, val_view: Any, cfg:
             return WorldModel(net, ckpt_cfg, device, "bf16" if bf16 else "fp32")
 
         return dynamics_task(net, train_view, val_view, stage_cfg, norm, device, window=window,
-                             sample_steps=model.dynamics.sample_steps,
-                             context_noise=model.dynamics.context_noise_train, seed=seed,
-                             make_world_model=make_world_model)
+                             dyn=model.dynamics, seed=seed, make_world_model=make_world_model)
     return finetune_task(net, train_view, val_view, stage_cfg, norm, device, window=window,
-                         sample_steps=model.dynamics.sample_steps,
+                         dyn=model.dynamics,
                          decode_steps=model.autoencoder.decode_steps, seed=seed)

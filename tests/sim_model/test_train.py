@@ -145,13 +145,14 @@ def test_fed_back_batches_train_the_dynamics(tiny_features) -> None:
     features = square_features()
     data = TrainingData.from_episodes([make_square_episode(i, 8) for i in range(2)], features)
     train, val = data.split(0.5, seed=0)
-    net = WorldModelNet(preset_config("tiny", features), features)
+    net_cfg = preset_config("tiny", features)
+    net = WorldModelNet(net_cfg, features)
     cfg = StageConfig(batch_size=2, feedback_prob=1.0, feedback_start=0.0)
     task = dynamics_task(net, train, val, cfg, Normalizer(fit_normalization(features), torch.device("cpu")),
-                         torch.device("cpu"), window=5, sample_steps=1, context_noise=0.1, seed=0,
+                         torch.device("cpu"), window=5, dyn=net_cfg.dynamics, seed=0,
                          make_world_model=lambda: None)
     with autocast(torch.device("cpu"), True):
-        loss, logs = task.loss(0, TrainRNG.seeded(0))
+        loss, logs = task.loss(0, 0.0, TrainRNG.seeded(0))
     loss.backward()
     assert logs["feedback"] == 1.0
     grad = net.dynamics.out[2].weight.grad
@@ -185,6 +186,32 @@ def test_init_from_continues_a_complete_checkpoint(trained_run: Path, moving_squ
 
 
 def test_init_from_refuses_other_features(trained_run: Path, tiny_pusht_store, tmp_path) -> None:
-    with pytest.raises(SpecError, match="other features than the data"):
+    # the message names the field that differs and both values (not "['top'] vs ['top']")
+    with pytest.raises(SpecError, match=r"other features than the data: cameras: checkpoint .*'height': 16.* vs data .*'height': 32"):
         train_stage("dynamics", tiny_pusht_store.path, tmp_path / "r", init_from=str(trained_run / "model"),
                     progress=False)
+
+
+def test_init_from_with_a_widened_input_starts_where_the_checkpoint_was(trained_run: Path,
+                                                                        moving_squares_store) -> None:
+    """A recipe ablation may add inputs to a layer (`recency` widens the dynamics' target stem);
+    --init-from copies the old weights and starts the new inputs at zero, so the widened model
+    predicts exactly what the checkpoint predicted until it trains."""
+    from sim_model.train.config import TrainConfig
+    from sim_model.train.data import TrainingData
+    from sim_model.train.run import _init_from
+
+    source = WorldModel.load(trained_run / "model", precision="fp32")
+    model = source.config.model
+    wider = model.model_copy(update={"dynamics": model.dynamics.model_copy(update={"recency": True})})
+    data = TrainingData.from_store(moving_squares_store)
+    cfg, net = _init_from(trained_run / "model", data, TrainConfig(preset="tiny", model=wider))
+    assert cfg.model.dynamics.recency and net.dynamics.tgt_stem.in_channels == 3 * 4 + 2
+    widened = WorldModel(net, cfg, precision="fp32")
+    frames, actions = data.frames[None, :5], data.actions[None, :5]
+    for model in (source, widened):
+        model.reset(frames[:, :4], actions=actions[:, :3], seeds=[0])
+        model.step(actions[:, 3])
+    assert source._z is not None and widened._z is not None
+    # equal up to the convolution's summation order over more (zero) input channels
+    torch.testing.assert_close(source._z, widened._z, atol=1e-4, rtol=1e-4)

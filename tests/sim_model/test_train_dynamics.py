@@ -1,0 +1,155 @@
+"""The dynamics stage's schedule, latent cache and recipe options (regression head, recency input),
+each checked against the inference path it must match."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from sim_model.config import DynamicsConfig, preset_config
+from sim_model.nn.world import WorldModelNet, to_images
+from sim_model.normalize import Normalizer, fit_normalization
+from sim_model.train.config import StageConfig, TrainConfig
+from sim_model.train.data import TrainingData
+from sim_model.train.dynamics import LatentCache, dynamics_task, sample_next
+from sim_model.train.loop import learning_rate, session_progress
+from sim_model.train.state import TrainRNG
+from sim_model.world_model import WorldModel
+from tests.fixtures.model import make_square_episode, square_features
+
+CPU = torch.device("cpu")
+
+
+def _net(**dynamics: object) -> tuple[WorldModelNet, DynamicsConfig]:
+    features = square_features()
+    base = preset_config("tiny", features)
+    model = base.model_copy(update={"dynamics": base.dynamics.model_copy(update=dynamics)})
+    torch.manual_seed(0)
+    return WorldModelNet(model, features), model.dynamics
+
+
+def _data() -> TrainingData:
+    return TrainingData.from_episodes([make_square_episode(i, 8) for i in range(2)], square_features())
+
+
+def _task(net: WorldModelNet, dyn: DynamicsConfig, data: TrainingData, **stage: object):
+    train, val = data.split(0.5, seed=0)
+    norm = Normalizer(fit_normalization(data.features), CPU)
+    return dynamics_task(net, train, val, StageConfig(batch_size=2, **stage), norm, CPU, window=5, dyn=dyn,
+                         seed=0, make_world_model=lambda: None)
+
+
+def test_fed_back_phase_starts_by_progress_not_step_count() -> None:
+    """A time-limited run that stops long before `feedback_start * steps` still trains on its
+    own samples once its progress (time used) passes feedback_start."""
+    net, dyn = _net()
+    task = _task(net, dyn, _data(), steps=10_000, feedback_prob=1.0, feedback_start=0.3)
+    _, early = task.loss(5, 0.1, TrainRNG.seeded(0))
+    _, late = task.loss(5, 0.5, TrainRNG.seeded(0))
+    assert early["feedback"] == 0.0 and late["feedback"] == 1.0
+
+
+def test_learning_rate_continues_across_resumes() -> None:
+    """Resuming a time-limited run continues from the progress it had reached: the learning rate
+    stays annealed instead of jumping back to its peak."""
+    cfg = StageConfig(steps=6000, lr=1e-3, warmup=0, decay_fraction=0.2)
+    first = session_progress(cfg, 1600, elapsed_s=1800, time_limit_s=1800, resumed_at=0.0)
+    assert first == 1.0 and learning_rate(cfg, 1600, first) == pytest.approx(1e-4)
+    resumed = session_progress(cfg, 1601, elapsed_s=0, time_limit_s=5700, resumed_at=first)
+    assert learning_rate(cfg, 1601, resumed) == pytest.approx(1e-4)
+    # halfway: a resume spreads what is left of the schedule over its own time limit
+    mid = session_progress(cfg, 100, elapsed_s=0, time_limit_s=60, resumed_at=0.5)
+    assert mid == 0.5
+    assert session_progress(cfg, 100, elapsed_s=30, time_limit_s=60, resumed_at=0.5) == pytest.approx(0.75)
+    assert session_progress(cfg, 3000, elapsed_s=0, time_limit_s=None, resumed_at=0.2) == 0.5
+
+
+def test_latent_cache_encodes_each_frame_once() -> None:
+    net, _ = _net()
+    data = _data()
+    calls: list[int] = []
+    encode = net.encode
+    net.encode = lambda images: calls.append(len(images)) or encode(images)  # type: ignore[method-assign]
+    cache = LatentCache(net, data, CPU)
+    first = cache(np.array([[0, 1, 2], [1, 2, 3]]))
+    again = cache(np.array([[2, 3, 4]]))
+    assert calls == [4, 1]  # frames 0-3, then only frame 4
+    with torch.no_grad():
+        direct = encode(to_images(data.frames[torch.tensor([2, 3, 4])]))
+    torch.testing.assert_close(again[0], direct)
+    torch.testing.assert_close(first[1, 1:], again[0, :2])
+
+
+class _ZeroRNG(TrainRNG):
+    """Zero noise: the flow head's one step from noise becomes deterministic on both paths."""
+
+    def __init__(self) -> None:
+        super().__init__(np.random.default_rng(0), torch.Generator())
+
+    def randn(self, *shape: int, device: torch.device) -> torch.Tensor:
+        return torch.zeros(*shape, device=device)
+
+
+@pytest.mark.parametrize("head,recency", [("flow", False), ("regression", True)])
+def test_training_samples_equal_inference_steps(head: str, recency: bool) -> None:
+    """What the trainer feeds back (all targets of a window in one pass) equals what
+    WorldModel.reset + step predicts, frame by frame: training trains the path inference runs."""
+    features = square_features()
+    base = preset_config("tiny", features)
+    dyn = base.dynamics.model_copy(update={"head": head, "recency": recency})
+    wm = WorldModel.random(features, config=base.model_copy(update={"dynamics": dyn}), precision="fp32")
+    data = _data()
+    frames, actions = data.frames[None, :5], data.actions[None, :5]  # (1, 5, V, H, W, 3)
+    with torch.no_grad():
+        trained = sample_next(wm.net, wm.encode(frames), wm.norm.action(torch.from_numpy(actions)),
+                              _ZeroRNG(), dyn)  # (1, 4, V, C, h, w): frames 1..4
+    for i in range(4):
+        wm.reset(frames[:, : i + 1], actions=actions[:, :i]) if i else wm.reset(frames[:, 0])
+        wm._noise = lambda *shape: torch.zeros(1, *shape)  # type: ignore[assignment]
+        wm.step(actions[:, i])
+        torch.testing.assert_close(wm._z, trained[:, i], atol=1e-5, rtol=1e-4)
+
+
+def test_regression_head_trains_on_normalised_prediction() -> None:
+    net, dyn = _net(head="regression", recency=True)
+    with torch.no_grad():  # the zero-initialised output conv would stop every gradient before it
+        net.dynamics.out[2].weight.normal_(0, 0.1)
+    task = _task(net, dyn, _data(), feedback_prob=1.0, feedback_start=0.0, feedback_depth=3)
+    loss, logs = task.loss(0, 1.0, TrainRNG.seeded(0))
+    loss.backward()
+    assert logs["feedback"] == 1.0 and 0 < loss.item() < 4  # unit vectors: squared error <= 4
+    stem = net.dynamics.tgt_stem.weight.grad
+    assert stem is not None and stem[:, 10:14].abs().sum() > 0  # the recency channels (after x_t, z_prev, y, x) learn
+
+
+def test_train_config_accepts_recipe_overrides() -> None:
+    cfg = TrainConfig.model_validate({"model": {"dynamics": {"head": "regression", "recency": True}},
+                                      "dynamics": {"feedback_depth": 4}})
+    assert cfg.model is not None and cfg.model.dynamics.head == "regression"
+    assert cfg.dynamics.feedback_depth == 4
+
+
+def test_foreground_cells_find_the_moving_object() -> None:
+    """The dataset's median frame is the empty scene; a frame's foreground cells are the latent
+    cells its square covers."""
+    from sim_model.train.dynamics import foreground_cells, median_background
+
+    data = TrainingData.from_episodes([make_square_episode(i, 20) for i in range(6)], square_features())
+    background = median_background(data)
+    assert (background == 30).all()
+    cells = foreground_cells(data.frames[:3], background, width=4)  # (3, V, 1, 4, 4): 4x4-pixel cells
+    assert cells.shape == (3, 1, 1, 4, 4)
+    for frame, mask in zip(data.frames[:3], cells, strict=True):
+        ys, xs = np.nonzero((frame[0].numpy() != 30).any(-1))
+        expected = np.zeros((4, 4))
+        expected[ys // 4, xs // 4] = 1
+        np.testing.assert_array_equal(mask[0, 0].numpy(), expected)
+
+
+def test_object_weight_trains() -> None:
+    net, dyn = _net()
+    task = _task(net, dyn, _data(), object_weight=5.0)
+    loss, _ = task.loss(0, 0.0, TrainRNG.seeded(0))
+    loss.backward()
+    assert torch.isfinite(loss) and net.dynamics.out[2].weight.grad.abs().sum() > 0
