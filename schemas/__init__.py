@@ -4,9 +4,11 @@ from schemas.episode import EpisodeMeta, EpisodeRecord, EpisodeSpec
 from schemas.errors import SpecError, load_yaml, validate
 from schemas.features import CameraSpec, ExtraSpec, FeatureSpec, pusht_features
 from schemas.job import JobSpec
-from schemas.manifest import RunManifest
+from schemas.lease import LeaseRecord
+from schemas.manifest import ExportRecord, RunManifest
 
 __all__ = [
-    "CameraSpec", "EpisodeMeta", "EpisodeRecord", "EpisodeSpec", "ExtraSpec", "FeatureSpec",
-    "JobSpec", "RunManifest", "SpecError", "load_yaml", "pusht_features", "validate",
+    "CameraSpec", "EpisodeMeta", "EpisodeRecord", "EpisodeSpec", "ExportRecord", "ExtraSpec",
+    "FeatureSpec", "JobSpec", "LeaseRecord", "RunManifest", "SpecError", "load_yaml",
+    "pusht_features", "validate",
 ]

@@ -21,3 +21,16 @@ class RunManifest(BaseModel):
     finished: str | None = Field(default=None, description="ISO-8601 UTC end time, None while running.")
     frames: int = Field(default=0, ge=0, description="Frames generated in total.")
     datasets: dict[str, str] = Field(default_factory=dict, description="Format -> URI of consolidated outputs.")
+
+
+class ExportRecord(BaseModel):
+    """The completion marker of one of a job's exports (OUT/<format>.done.json), written after
+    the export is complete: without it, or with other `sources`, the export is redone."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: str = Field(description="Export format, e.g. 'lerobot'.")
+    uri: str = Field(description="Where the export lives.")
+    sources: str = Field(description="Digest of the (episode id, checksum) list it was made from.")
+    episodes: int = Field(ge=0, description="Episodes exported.")
+    finished: str = Field(description="ISO-8601 UTC time the export was completed.")

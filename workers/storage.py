@@ -5,18 +5,25 @@ clear errors). Other schemes are refused with a message naming the ones that wor
 
 Commit markers are written with `write_new`, which creates a file only if it does not exist yet
 and says whether this call created it: locally a hard link of a fully written temp file (atomic,
-fails if the name exists), on S3 a conditional PUT (If-None-Match: *). Directories are built in
-`staging_dir` and moved into place by `publish_dir`: locally by rename, on S3 by an upload whose
-validity markers go last, so a reader never trusts half a directory.
+fails if the name exists; a filesystem without hard links is refused), on S3 a conditional PUT
+(If-None-Match: *). The output's lease (workers/lease.py) also needs compare-and-swap:
+`read_versioned` / `replace_if` / `remove_if`, on S3 with If-Match on the ETag, locally under an
+exclusive flock. Directories are built in `staging_dir` and moved into place by `publish_dir`:
+locally by rename, on S3 by an upload whose validity markers go last, so a reader never trusts
+half a directory.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
 import os
 import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from schemas.errors import SpecError
@@ -93,6 +100,16 @@ def list_names(uri: str, suffix: str = "") -> list[str]:
     return sorted(p.name for p in path.iterdir() if p.name.endswith(suffix))
 
 
+def children_with(uri: str, name: str) -> set[str]:
+    """Names of the directories directly under `uri` that hold a file `name` (one listing on S3)."""
+    if _s3(uri):
+        return remote.children_with(uri, name)
+    path = local_path(uri)
+    if not path.is_dir():
+        return set()
+    return {p.name for p in path.iterdir() if (p / name).is_file()}
+
+
 def write_atomic(uri: str, data: str | bytes) -> None:
     """Write a whole file so that a crash leaves the old content or the new, never half of it."""
     payload = data.encode() if isinstance(data, str) else data
@@ -109,22 +126,95 @@ def write_atomic(uri: str, data: str | bytes) -> None:
 
 def write_new(uri: str, data: str | bytes) -> bool:
     """Create the file with `data` unless it exists; True if this call created it. Exactly one of
-    several concurrent writers gets True; the file is never half-visible."""
+    several concurrent writers gets True; the file is never half-visible.
+
+    Locally the file is written and fsynced under a temporary name, then hard-linked to `uri`:
+    link() is atomic and fails if the name exists. Where the filesystem has no hard links this
+    refuses (SpecError) rather than fall back to a rename, which would let the last writer win.
+    On S3: a conditional PUT (If-None-Match: *)."""
+    return create_versioned(uri, data) is not None
+
+
+def create_versioned(uri: str, data: str | bytes) -> str | None:
+    """`write_new` that returns the new file's version (see `read_versioned`), None if it existed."""
     payload = data.encode() if isinstance(data, str) else data
     if _s3(uri):
-        return remote.write_new(uri, payload)
+        return remote.create(uri, payload)
     path = local_path(uri)
     tmp = _write_temp(path, payload)
     try:
         os.link(tmp, path)  # atomic, and fails if `path` exists
-        return True
     except FileExistsError:
-        return False
-    except OSError:  # a filesystem without hard links: last writer wins
-        os.replace(tmp, path)
-        return True
+        return None
+    except OSError as error:
+        raise SpecError(_no_exclusive_create(path, error)) from None
     finally:
         tmp.unlink(missing_ok=True)
+    return _version(payload)
+
+
+def _no_exclusive_create(path: Path, error: OSError) -> str:
+    return (f"cannot create {path} exclusively: hard links fail on this filesystem "
+            f"({error.strerror or error}). iws creates commit markers and the output lease by "
+            "hard-linking a finished temporary file, the exclusive create that is atomic on a "
+            "local filesystem, and will not fall back to overwriting. Put the output on a "
+            "filesystem with hard links (ext4, xfs, btrfs, tmpfs, NFS) or on s3://.")
+
+
+def read_versioned(uri: str) -> tuple[str, str] | None:
+    """The file's text and its version (S3: the ETag; locally: a digest of its bytes), or None."""
+    if _s3(uri):
+        return remote.read_versioned(uri)
+    try:
+        payload = local_path(uri).read_bytes()
+    except FileNotFoundError:
+        return None
+    return payload.decode(), _version(payload)
+
+
+def replace_if(uri: str, data: str | bytes, version: str) -> str | None:
+    """Compare-and-swap: replace the file with `data` if it still is `version`. Returns the new
+    version, or None when the file changed or vanished meanwhile. S3: a PUT with If-Match.
+    Locally: compare and replace under an exclusive flock that every replace_if / remove_if of
+    this file takes (flock is atomic on local filesystems and on NFSv4)."""
+    payload = data.encode() if isinstance(data, str) else data
+    if _s3(uri):
+        return remote.replace_if(uri, payload, version)
+    with _exclusive(local_path(uri)):
+        current = read_versioned(uri)
+        if current is None or current[1] != version:
+            return None
+        write_atomic(uri, payload)
+    return _version(payload)
+
+
+def remove_if(uri: str, version: str) -> bool:
+    """Delete the file if it still is `version` (compare-and-swap, as `replace_if`); True if it did."""
+    if _s3(uri):
+        return remote.remove_if(uri, version)
+    path = local_path(uri)
+    with _exclusive(path):
+        current = read_versioned(uri)
+        if current is None or current[1] != version:
+            return False
+        path.unlink()
+    return True
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    import fcntl
+
+    fd = os.open(path.parent / f".{path.name}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _version(payload: bytes) -> str:
+    return hashlib.sha256(payload).hexdigest()[:32]
 
 
 def _write_temp(path: Path, payload: bytes) -> Path:
@@ -156,7 +246,8 @@ def staging_dir(uri: str) -> str:
 
 def publish_dir(staged: str, uri: str, *, replace: bool) -> bool:
     """Move a staged directory to `uri`. If `uri` exists: replace it, or (replace=False) keep it and
-    discard the staged copy. Returns whether the staged copy was published."""
+    discard the staged copy. Returns whether the staged copy was published; raises if publishing
+    failed, never reporting a failure as "someone else published first"."""
     if _s3(uri):
         try:
             if remote.exists(uri):
@@ -168,21 +259,25 @@ def publish_dir(staged: str, uri: str, *, replace: bool) -> bool:
         finally:
             discard_staged(staged)
     src, dst = local_path(staged), local_path(uri)
-    if dst.exists():
-        if not replace:
-            shutil.rmtree(src, ignore_errors=True)
-            return False
-        # Two renames keep a complete copy on disk at every instant.
-        old = dst.parent / f".{dst.name}.{uuid.uuid4().hex[:12]}.old"
-        os.replace(dst, old)
-        os.replace(src, dst)
-        shutil.rmtree(old, ignore_errors=True)
-        return True
-    try:
-        os.replace(src, dst)
-    except OSError:  # a concurrent writer published first; its copy is byte-identical
+    if not src.is_dir():
+        raise SpecError(f"the staged copy {src} of {dst} vanished before it was published: another "
+                        "process removed it (a second run cleaning up this output?). Nothing was "
+                        "committed for it; rerun the job to make it again.")
+    if not dst.exists():
+        try:
+            os.replace(src, dst)
+            return True
+        except OSError as error:  # a concurrent writer published first, or a real failure
+            if error.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not dst.exists():
+                raise
+    if not replace:
         shutil.rmtree(src, ignore_errors=True)
         return False
+    # Two renames keep a complete copy on disk at every instant.
+    old = dst.parent / f".{dst.name}.{uuid.uuid4().hex[:12]}.old"
+    os.replace(dst, old)
+    os.replace(src, dst)
+    shutil.rmtree(old, ignore_errors=True)
     return True
 
 
@@ -249,7 +344,7 @@ def ensure_writable_dir(uri: str) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / f".write-probe-{uuid.uuid4().hex[:8]}"
-        probe.write_bytes(b"ok")
+        write_new(str(probe), b"ok")  # also proves the exclusive create that markers rely on
         probe.unlink()
     except OSError as error:
         raise SpecError(f"output path {path} is not writable ({error.strerror or error}); choose a "

@@ -7,6 +7,8 @@ S3 has no directories and no rename, so:
 - `write_new` is a conditional PUT (`If-None-Match: *`): of two writers exactly one creates the
   object, the other gets 412 PreconditionFailed (409 ConditionalRequestConflict, which AWS sends
   while a competing conditional write is in flight, is retried until one of the two answers);
+- `replace_if` / `remove_if` are a PUT / DELETE with `If-Match: <ETag>` (compare-and-swap, for
+  the output lease): 412 when the object changed since it was read;
 - a directory is staged on local disk and uploaded by `upload_tree` with its validity markers
   last (root `.zgroup`/`.zattrs`/`zarr.json`, LeRobot's `meta/info.json`): until they arrive,
   readers reject the tree ("not a Zarr store", "no meta/info.json") rather than half-trust it.
@@ -95,6 +97,18 @@ def list_names(uri: str, suffix: str = "") -> list[str]:
     return sorted(n for n in names if n and n.endswith(suffix))
 
 
+def children_with(uri: str, name: str) -> set[str]:
+    """Direct children of `uri` holding an object `<child>/<name>` (one flat listing)."""
+    _, key = s3.split(uri)
+    start = len(key) + 1 if key else 0
+    found = set()
+    for k in _keys(uri):
+        child, _, rest = k[start:].partition("/")
+        if rest == name:
+            found.add(child)
+    return found
+
+
 def write_object(uri: str, payload: bytes) -> None:
     bucket, key = s3.split(uri)
     _call(uri, "put_object", Bucket=bucket, Key=key, Body=payload)
@@ -102,20 +116,52 @@ def write_object(uri: str, payload: bytes) -> None:
 
 def write_new(uri: str, payload: bytes) -> bool:
     """Create the object unless it exists (If-None-Match: *). True if this call created it."""
+    return create(uri, payload) is not None
+
+
+def create(uri: str, payload: bytes) -> str | None:
+    """Create the object unless it exists (If-None-Match: *): its ETag, or None if it existed."""
+    bucket, key = s3.split(uri)
+    response = _conditional(uri, "put_object", Bucket=bucket, Key=key, Body=payload, IfNoneMatch="*")
+    return None if response is None else str(response["ETag"])
+
+
+def read_versioned(uri: str) -> tuple[str, str] | None:
+    """The object's text and ETag, or None if it does not exist."""
+    bucket, key = s3.split(uri)
+    response = _call(uri, "get_object", missing_ok=True, Bucket=bucket, Key=key)
+    return None if response is None else (response["Body"].read().decode(), str(response["ETag"]))
+
+
+def replace_if(uri: str, payload: bytes, etag: str) -> str | None:
+    """PUT with If-Match: the new ETag, or None if the object changed or vanished since `etag`."""
+    bucket, key = s3.split(uri)
+    response = _conditional(uri, "put_object", Bucket=bucket, Key=key, Body=payload, IfMatch=etag)
+    return None if response is None else str(response["ETag"])
+
+
+def remove_if(uri: str, etag: str) -> bool:
+    """DELETE with If-Match: True if the object was still `etag` and is now gone."""
+    bucket, key = s3.split(uri)
+    return _conditional(uri, "delete_object", Bucket=bucket, Key=key, IfMatch=etag) is not None
+
+
+def _conditional(uri: str, operation: str, **kwargs: Any) -> Any | None:
+    """client.<operation>(**kwargs) with an If-* condition: the response, or None when the
+    condition failed (412) or the key is gone (404). 409 (a competing conditional write in
+    flight) is retried with backoff."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    bucket, key = s3.split(uri)
     for attempt in range(CONFLICT_RETRIES):
         try:
-            s3.client().put_object(Bucket=bucket, Key=key, Body=payload, IfNoneMatch="*")
-            return True
+            return getattr(s3.client(), operation)(**kwargs)
         except ClientError as error:
             code = s3.error_code(error)
-            if code in ("PreconditionFailed", "412"):
-                return False
+            if code in ("PreconditionFailed", "412") or s3.is_missing(error):
+                return None
             if code not in ("ConditionalRequestConflict", "409"):
                 raise SpecError(s3.describe(error, uri)) from None
-            time.sleep(min(0.05 * 2**attempt, 2.0))  # the other writer's PUT is in flight
+            time.sleep(min(0.05 * 2**attempt, 2.0))  # the other writer's request is in flight
         except BotoCoreError as error:
             raise SpecError(s3.describe(error, uri)) from None
     raise SpecError(f"{uri}: the S3 server kept answering 409 ConditionalRequestConflict; retry later.")
@@ -206,5 +252,8 @@ def ensure_writable(uri: str) -> None:
             log.warning("the S3 server at %s ignores If-None-Match: two writers of one episode "
                         "could both commit it (harmless for identical retries, but conflicts "
                         "between different writers go undetected)", s3.endpoint_of({}) or "AWS")
+        if replace_if(probe, b"probe", '"0123456789abcdef0123456789abcdef"') is not None:
+            log.warning("the S3 server at %s ignores If-Match: two runs taking over one output's "
+                        "expired lease at the same moment could both succeed", s3.endpoint_of({}) or "AWS")
     finally:
         remove_object(probe)

@@ -14,7 +14,12 @@ byte-identical arrays, so at-least-once retries cannot duplicate or change an ep
 writers race for one marker, exactly one wins; the loser checks that the winner's checksum is
 its own (then it takes the winner's record and deletes its own upload) or raises CommitConflict.
 (Locally both writers publish to the same directory, so there a conflicting loser has already
-replaced the data; consolidation's checksum check then refuses the episode until it is redone.)
+replaced the data; consolidation's checksum check then sends the episode back to be redone.)
+
+A marker is written only once its episode's data is verified present (`check_stored`). A marker
+whose data later goes missing or fails its checksum is withdrawn on resume (`uncommit`: logged,
+marker and data removed) and the episode is made again. Everything that deletes from the output
+here takes the output's Lease (workers/lease.py) and checks it first.
 """
 
 from __future__ import annotations
@@ -27,15 +32,21 @@ from collections.abc import Iterable
 from schemas import EpisodeRecord, FeatureSpec, SpecError
 from sim_model.data.episode import Episode
 from workers import storage
+from workers.lease import Lease
 
 log = logging.getLogger(__name__)
 
 EPISODES_DIR = "episodes"
 COMMITS_DIR = "commits"
+STORE_ROOT_FILE = ".zattrs"  # an episode store's attributes, written (and uploaded) last
 
 
 class CommitConflict(SpecError):
     """Two writers made different data for one episode; the first commit stands."""
+
+
+class EpisodeNotStored(SpecError):
+    """An episode's data is not where its record says, so it is not committed."""
 
 
 def episode_uri(out: str, episode_id: str) -> str:
@@ -44,6 +55,12 @@ def episode_uri(out: str, episode_id: str) -> str:
 
 def commit_uri(out: str, episode_id: str) -> str:
     return storage.join(out, COMMITS_DIR, f"{episode_id}.json")
+
+
+def stored_uri(out: str, record: EpisodeRecord) -> str:
+    """Where the episode's data lives under OUT now (the attempt its marker names), even if OUT
+    was moved since the marker was written."""
+    return storage.join(out, EPISODES_DIR, record.uri.rstrip("/").rsplit("/", 1)[-1])
 
 
 def read_commit(out: str, episode_id: str) -> EpisodeRecord | None:
@@ -100,8 +117,29 @@ def stage_episode(out: str, episode: Episode, index: int, features: FeatureSpec,
                          node_id=current_node())
 
 
+def check_stored(record: EpisodeRecord) -> None:
+    """EpisodeNotStored unless `record.uri` holds exactly this episode: one episode, its id, its
+    length (the store is opened; the frames are not read back)."""
+    from sim_model.data.store import EpisodeStore
+
+    try:
+        store = EpisodeStore.open(record.uri, "r")
+        found = (len(store), store.meta(0).episode_id if len(store) else None, store.n_frames)
+    except SpecError as error:
+        raise EpisodeNotStored(
+            f"episode {record.episode_id} is not committed: its data at {record.uri} cannot be read "
+            f"({error}). Another process may have removed it (a second run cleaning up this "
+            "output?); rerun the job to make it again.") from None
+    expected = (1, record.episode_id, record.length)
+    if found != expected:
+        raise EpisodeNotStored(f"episode {record.episode_id} is not committed: {record.uri} holds "
+                               f"(episodes, id, frames) = {found}, expected {expected}.")
+
+
 def commit(out: str, record: EpisodeRecord) -> EpisodeRecord:
-    """Write the commit marker unless another writer did; returns the record that stands."""
+    """Write the commit marker unless another writer did; returns the record that stands. The
+    marker is written only after the episode's data is verified present (`check_stored`)."""
+    check_stored(record)
     if storage.write_new(commit_uri(out, record.episode_id), record.model_dump_json(indent=1)):
         log.debug("committed %s (%d steps)", record.episode_id, record.length)
         return record
@@ -131,13 +169,39 @@ def write_episode(out: str, episode: Episode, index: int, features: FeatureSpec,
     return commit(out, stage_episode(out, episode, index, features, score=score, success=success))
 
 
-def remove_orphan_uploads(out: str, committed: Iterable[EpisodeRecord]) -> int:
+def drop_commits_without_data(out: str, records: dict[str, EpisodeRecord],
+                              lease: Lease) -> dict[str, EpisodeRecord]:
+    """The records whose data is present (a store root under episodes/); the others are
+    uncommitted. One listing, so a resume checks every marker cheaply; checksums are checked
+    when consolidation reads the episodes."""
+    present = storage.children_with(storage.join(out, EPISODES_DIR), STORE_ROOT_FILE)
+    missing = {k: r for k, r in records.items() if stored_uri(out, r).rsplit("/", 1)[-1] not in present}
+    uncommit(out, [(r, f"its data at {stored_uri(out, r)} is missing") for r in missing.values()], lease)
+    return {k: r for k, r in records.items() if k not in missing}
+
+
+def uncommit(out: str, damaged: list[tuple[EpisodeRecord, str]], lease: Lease) -> None:
+    """Withdraw committed episodes whose data is missing or damaged (`reason` each): the marker
+    goes first, then the data, so that the episode is made again by the next pass."""
+    if not damaged:
+        return
+    lease.verify()
+    for record, reason in damaged:
+        log.warning("episode %s: %s; its commit marker is removed and it will be regenerated",
+                    record.episode_id, reason)
+        storage.remove_file(commit_uri(out, record.episode_id))
+        storage.remove_tree(stored_uri(out, record))
+
+
+def remove_orphan_uploads(out: str, committed: Iterable[EpisodeRecord], lease: Lease) -> int:
     """s3:// only: delete episode uploads no commit marker names (killed writers, lost races).
-    Call only while no writer of this output runs. Returns how many were removed."""
+    Call only while no writer of this output runs, holding its lease (checked first: another
+    run's finished but uncommitted uploads look exactly like orphans). Returns how many."""
     if not storage.is_remote(out):
         return 0
+    lease.verify()
     root = storage.join(out, EPISODES_DIR)
-    kept = {r.uri.rstrip("/") for r in committed}
+    kept = {stored_uri(out, r) for r in committed}
     orphans = [storage.join(root, n) for n in storage.list_names(root)
                if storage.join(root, n) not in kept]
     for uri in orphans:
@@ -145,4 +209,3 @@ def remove_orphan_uploads(out: str, committed: Iterable[EpisodeRecord]) -> int:
     if orphans:
         log.info("removed %d uncommitted episode uploads under %s", len(orphans), root)
     return len(orphans)
-

@@ -17,7 +17,12 @@ PROGRESS_LOG_S = 5.0
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("generate", help="generate episodes with the world model (Ray)",
                             description="Run a generation job. Rerunning the same job resumes it: "
-                            "committed episodes are kept and only the rest are made.")
+                            "committed episodes are kept and only the rest are made. One run at a "
+                            "time owns an output: a run holds a lease on it (OUT/lease.json, "
+                            "renewed every 30 s, valid 2 minutes past the last renewal), and a "
+                            "second run on the same output is refused, naming the owner and when "
+                            "its lease expires. A run that died is taken over once its lease "
+                            "expires, at once if it ran on this machine, or now with --take-over.")
     parser.add_argument("job", help="job spec YAML (see `iws schema job`)")
     parser.add_argument("--address", default=None,
                         help="Ray cluster to join (default: RAY_ADDRESS, else an embedded local Ray)")
@@ -27,6 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="override a spec field, e.g. --set episodes=100 --set resources.num_gpus=0.5")
     parser.add_argument("--overwrite", action="store_true",
                         help="delete what an earlier run wrote to the output first")
+    parser.add_argument("--take-over", action="store_true",
+                        help="take the output over from the run holding its lease even though the "
+                        "lease has not expired (when you know that run is dead, e.g. its machine is "
+                        "gone); a run that is in fact alive stops at its next renewal")
     parser.add_argument("--check", action="store_true",
                         help="validate the spec (model, init frames, sources, output) and exit")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -74,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     main_thread = threading.current_thread() is threading.main_thread()  # signals need it
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
-        manifest = run_job(spec, address=args.address, overwrite=args.overwrite, on_progress=show)
+        manifest = run_job(spec, address=args.address, overwrite=args.overwrite,
+                           take_over=args.take_over, on_progress=show)
     except SystemExit as error:
         if error.code == signal.SIGTERM:  # once connected, Ray's driver handles SIGTERM this way
             raise KeyboardInterrupt from None

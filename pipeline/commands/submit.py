@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="override a spec field on the cluster, e.g. --set replicas=8")
     parser.add_argument("--overwrite", action="store_true",
                         help="delete what an earlier run wrote to the output first")
+    parser.add_argument("--take-over", action="store_true",
+                        help="take the output over from a run whose lease on it has not expired "
+                        "(see `iws generate --help`)")
     parser.set_defaults(func=run)
 
 
@@ -66,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.job:
         raise UserError("name the job spec YAML to submit (or --stop JOB_ID).")
     plan = submit.prepare(args.job, working_dir=args.working_dir, output=args.output,
-                          model=args.model, overrides=args.overrides, overwrite=args.overwrite)
+                          model=args.model, overrides=args.overrides, overwrite=args.overwrite,
+                          take_over=args.take_over)
     client = _client(args.address)
     job_id = submit.submit(client, plan)
     address = client.get_address()

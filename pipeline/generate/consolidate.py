@@ -1,55 +1,85 @@
 """Merge a job's committed episodes into one EpisodeStore (OUT/dataset.zarr), and export hooks.
 
-Idempotent: when dataset.zarr already holds exactly the kept episodes in index order it is left
-alone; otherwise it is rebuilt in a staging directory and swapped in (on s3://: uploaded with its
+Both outputs follow the committed episodes' checksums, not only their ids: dataset.zarr carries
+a digest of the (episode id, checksum) list it holds (attribute `iws_sources`) and is rebuilt
+when the kept records' digest differs; OUT/lerobot counts as finished only once its completion
+marker OUT/lerobot.done.json, written last, names the digest of the dataset.zarr it was made
+from. dataset.zarr is rebuilt in a staging directory and swapped in (on s3://: uploaded with its
 root attributes last), so a crash never leaves a half-merged dataset that readers would trust.
+
+Merging reads every episode and checks it against its commit marker's checksum; the episodes
+whose data is missing, unreadable or changed are reported together (DamagedEpisodes), for the
+driver to withdraw their markers and make them again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import time
+from collections.abc import Iterable
 
-from pipeline.generate.outputs import DATASET_DIR, LEROBOT_DIR
+from pydantic import ValidationError
+
+from pipeline.generate.outputs import DATASET_DIR, LEROBOT_DIR, LEROBOT_DONE, now
 from pipeline.generate.preflight import LEROBOT_EXPORTER
-from schemas import EpisodeRecord, FeatureSpec, JobSpec, SpecError
+from schemas import EpisodeRecord, ExportRecord, FeatureSpec, JobSpec, SpecError
 from sim_model.data.store import EpisodeStore
 from workers import storage
+from workers.writer import stored_uri
 
 log = logging.getLogger(__name__)
 
+SOURCES_ATTR = "iws_sources"
 
-def _up_to_date(uri: str, records: list[EpisodeRecord]) -> bool:
+
+class DamagedEpisodes(SpecError):
+    """Committed episodes whose data is missing, unreadable or not what their marker says."""
+
+    def __init__(self, damaged: list[tuple[EpisodeRecord, str]]) -> None:
+        self.damaged = damaged
+        listed = "; ".join(f"{r.episode_id}: {why}" for r, why in damaged[:3])
+        more = f" and {len(damaged) - 3} more" if len(damaged) > 3 else ""
+        super().__init__(f"{len(damaged)} committed episodes cannot be consolidated ({listed}{more}). "
+                         "Rerun the job: it withdraws their commit markers and makes them again.")
+
+
+def sources_digest(records: Iterable[EpisodeRecord]) -> str:
+    """sha256 over the (episode id, checksum) list, in order."""
+    digest = hashlib.sha256()
+    for record in records:
+        digest.update(f"{record.episode_id}:{record.checksum}\n".encode())
+    return digest.hexdigest()
+
+
+def _up_to_date(uri: str, digest: str, count: int) -> bool:
     if not storage.exists(uri):
         return False
     try:
         store = EpisodeStore.open(uri, "r")
     except SpecError:
         return False
-    return len(store) == len(records) and all(
-        store.meta(i).episode_id == r.episode_id for i, r in enumerate(records))
+    return len(store) == count and store.attr(SOURCES_ATTR) == digest
 
 
 def consolidate(out: str, records: list[EpisodeRecord], features: FeatureSpec) -> tuple[str, bool]:
     """Write the episodes of `records` (in this order) to OUT/dataset.zarr.
 
-    Returns its URI and whether it was (re)written."""
+    Returns its URI and whether it was (re)written; DamagedEpisodes if some cannot be used."""
     target = storage.join(out, DATASET_DIR)
-    if _up_to_date(target, records):
+    digest = sources_digest(records)
+    if _up_to_date(target, digest, len(records)):
         log.info("%s is up to date (%d episodes)", target, len(records))
         return target, False
     start = time.perf_counter()
     staged = storage.staging_dir(target)
     try:
         merged = EpisodeStore.create(staged, features)
-        for record in records:
-            episode = EpisodeStore.open(record.uri, "r").episode(0)
-            if episode.checksum() != record.checksum:
-                raise SpecError(f"episode {record.episode_id} at {record.uri} does not match the checksum "
-                                "in its commit marker (the files were changed or damaged). Delete its "
-                                "commit marker and rerun the job to regenerate it.")
-            merged.append(episode)
+        damaged = _merge(out, records, merged)
+        if damaged:
+            raise DamagedEpisodes(damaged)
+        merged.set_attr(SOURCES_ATTR, digest)
     except BaseException:
         storage.discard_staged(staged)
         raise
@@ -58,15 +88,51 @@ def consolidate(out: str, records: list[EpisodeRecord], features: FeatureSpec) -
     return target, True
 
 
-def export_lerobot(spec: JobSpec, src_zarr: str, *, refresh: bool) -> str:
+def _merge(out: str, records: list[EpisodeRecord], merged: EpisodeStore) -> list[tuple[EpisodeRecord, str]]:
+    """Append each record's episode to `merged`; returns every record whose data cannot be used,
+    with the reason (after the first, the rest are only checked: the merge will be discarded)."""
+    damaged: list[tuple[EpisodeRecord, str]] = []
+    for record in records:
+        uri = stored_uri(out, record)
+        try:
+            episode = EpisodeStore.open(uri, "r").episode(0)
+        except (SpecError, IndexError) as error:
+            storage.exists(uri)  # raises if the storage itself is unreachable: not the episode's fault
+            damaged.append((record, f"its data at {uri} cannot be read ({error})"))
+            continue
+        if episode.checksum() != record.checksum:
+            damaged.append((record, f"its data at {uri} does not match the checksum in its commit marker"))
+        elif not damaged:
+            merged.append(episode)
+    return damaged
+
+
+def export_lerobot(spec: JobSpec, src_zarr: str, *, refresh: bool = False) -> str:
     """Hook to the LeRobot exporter (pipeline.export.lerobot): OUT/lerobot from dataset.zarr.
 
-    Skipped when the export exists and dataset.zarr did not change (`refresh` False)."""
-    dest = storage.join(spec.output.path, LEROBOT_DIR)
-    if storage.exists(dest) and not refresh:
+    Skipped when its completion marker says it was made from this very dataset.zarr, unless
+    `refresh`. The marker is removed before and written after the export, so an export that
+    died part way (objects under OUT/lerobot, no marker) is redone, never taken as finished."""
+    out = spec.output.path
+    dest, marker = storage.join(out, LEROBOT_DIR), storage.join(out, LEROBOT_DONE)
+    source = EpisodeStore.open(src_zarr, "r")
+    sources = source.attr(SOURCES_ATTR)
+    if not refresh and _export_matches(marker, sources) and storage.exists(dest):
         log.info("%s is up to date", dest)
         return dest
+    storage.remove_file(marker)
     exporter = importlib.import_module(LEROBOT_EXPORTER)
     exporter.export_lerobot(src_zarr, dest, repo_id=f"iws/{spec.name}", task=spec.task or None,
                             overwrite=True)
+    done = ExportRecord(format="lerobot", uri=dest, sources=str(sources), episodes=len(source),
+                        finished=now())
+    storage.write_atomic(marker, done.model_dump_json(indent=1))
     return dest
+
+
+def _export_matches(marker: str, sources: object) -> bool:
+    text = storage.try_read_text(marker)
+    try:
+        return text is not None and ExportRecord.model_validate_json(text).sources == sources
+    except ValidationError:  # a damaged marker: export again
+        return False

@@ -1,8 +1,13 @@
-"""The generation driver: spec -> preflight -> pending groups on Ray -> commits -> datasets.
+"""The generation driver: spec -> preflight -> lease -> pending groups on Ray -> commits -> datasets.
 
 Frames never pass through here: replicas write episodes straight to storage and send back small
 EpisodeRecords. The commit markers on storage, not the records, are the truth the driver checks
 at the end (exactly `episodes` committed, one per index).
+
+The driver holds the output's lease (workers/lease.py) from before it touches the output until
+it is done, so no second run cleans up under it. A resume trusts a marker only with its data:
+markers whose data is missing are withdrawn at start, episodes that fail their checksum when
+consolidation reads them are withdrawn then, and both are made again in the same run.
 """
 
 from __future__ import annotations
@@ -13,17 +18,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline.generate import outputs
-from pipeline.generate.consolidate import consolidate, export_lerobot
+from pipeline.generate.consolidate import DamagedEpisodes, consolidate, export_lerobot
 from pipeline.generate.expand import groups
 from pipeline.generate.preflight import Plan, preflight
 from pipeline.generate.spec import spec_hash
-from schemas import EpisodeRecord, JobSpec, RunManifest
+from schemas import EpisodeRecord, JobSpec, RunManifest, SpecError
+from workers.lease import Lease, hold
 from workers.scoring import is_kept
-from workers.writer import committed_records
+from workers.writer import committed_records, drop_commits_without_data, uncommit
 
 log = logging.getLogger(__name__)
 
 MANIFEST_EVERY_S = 5.0
+REPAIR_PASSES = 3  # generate + consolidate passes; a pass after the first remakes damaged episodes
 
 
 @dataclass
@@ -64,61 +71,106 @@ def _check_complete(plan: Plan, records: dict[str, EpisodeRecord]) -> list[Episo
 
 
 def run_job(spec: JobSpec, *, address: str | None = None, overwrite: bool = False,
-            on_progress: Callable[[Progress], None] | None = None,
+            take_over: bool = False, on_progress: Callable[[Progress], None] | None = None,
             show_ray_progress: bool = False) -> RunManifest:
-    """Generate (or resume) the job; returns the final manifest. Raises SpecError on a bad spec."""
+    """Generate (or resume) the job; returns the final manifest. Raises SpecError on a bad spec,
+    LeaseHeld (a SpecError naming the owner) when another run owns the output; `take_over` takes
+    it from that run even though its lease looks live (see workers/lease.py)."""
     plan = preflight(spec)
-    outputs.claim_output(spec, overwrite=overwrite)
-    out, digest, started = spec.output.path, spec_hash(spec), outputs.now()
-    wanted = {e.episode_id for e in plan.episodes}
-    done = {k: r for k, r in committed_records(out).items() if k in wanted}
-    pending = [g for g in groups(plan.episodes, spec.batch_size) if any(e.episode_id not in done for e in g)]
-    progress = Progress(total=spec.episodes, done=len(done), resumed=len(done))
-    log.info("job %s: %d/%d episodes committed, %d groups to roll", spec.name, len(done),
-             spec.episodes, len(pending))
+    with hold(spec.output.path, job=spec.name, take_over=take_over) as lease:
+        outputs.claim_output(spec, overwrite=overwrite)
+        outputs.remove_partial_writes(spec.output.path, lease)
+        return _JobRun(plan, lease, on_progress).run(address, show_ray_progress)
 
-    def write_manifest(finished: str | None = None, datasets: dict[str, str] | None = None) -> RunManifest:
-        manifest = outputs.manifest_for(spec, digest, plan.model_hash, list(done.values()), started,
-                                        finished, datasets)
-        outputs.write_manifest(out, manifest)
-        return manifest
 
-    last_write = time.monotonic()
+class _JobRun:
+    """One run of a job on an output whose lease it holds: the committed episodes, the progress
+    counters and the manifest, through generate -> consolidate passes and the exports."""
 
-    def on_record(record: EpisodeRecord) -> None:
-        nonlocal last_write
-        if record.episode_id not in done:
-            done[record.episode_id] = record
-            progress.done, progress.frames = len(done), progress.frames + record.length
-        if on_progress is not None:
-            on_progress(progress)
-        if time.monotonic() - last_write > MANIFEST_EVERY_S:
-            write_manifest()
-            last_write = time.monotonic()
+    def __init__(self, plan: Plan, lease: Lease, on_progress: Callable[[Progress], None] | None) -> None:
+        self.plan, self.spec, self.lease, self.on_progress = plan, plan.spec, lease, on_progress
+        self.out = plan.spec.output.path
+        self.digest, self.started = spec_hash(plan.spec), outputs.now()
+        self.wanted = {e.episode_id for e in plan.episodes}
+        self.done = drop_commits_without_data(self.out, self._markers(), lease)
+        self.progress = Progress(total=self.spec.episodes, done=len(self.done), resumed=len(self.done))
+        self.last_write = time.monotonic()
 
-    write_manifest()
-    if on_progress is not None:
-        on_progress(progress)
-    if pending:
+    def run(self, address: str | None, show_ray_progress: bool) -> RunManifest:
+        self.write_manifest()
+        self._notify()
+        for _ in range(REPAIR_PASSES):
+            self.generate(address, show_ray_progress)
+            records = _check_complete(self.plan, self.done)
+            kept = [r for r in records if is_kept(self.spec.filter, r.success)]
+            try:
+                zarr_uri, _ = consolidate(self.out, kept, self.plan.features)
+            except DamagedEpisodes as error:
+                self.withdraw(error.damaged)
+                continue
+            return self.export(records, kept, zarr_uri)
+        raise SpecError(f"job {self.spec.name}: episodes were still damaged after {REPAIR_PASSES} "
+                        f"passes of regenerating them; check the storage under {self.out} (disk errors, "
+                        "another program writing there?).")
+
+    def generate(self, address: str | None, show_ray_progress: bool) -> None:
+        """Roll every group with an uncommitted episode, then clear what killed writers left."""
+        pending = [g for g in groups(self.plan.episodes, self.spec.batch_size)
+                   if any(e.episode_id not in self.done for e in g)]
+        log.info("job %s: %d/%d episodes committed, %d groups to roll", self.spec.name, len(self.done),
+                 self.spec.episodes, len(pending))
+        if not pending:
+            return
         from pipeline.generate.ray_exec import execute
 
         try:
-            execute(spec, pending, address=address, on_record=on_record,
+            execute(self.spec, pending, address=address, on_record=self.on_record,
                     show_ray_progress=show_ray_progress)
         finally:
-            done.update({k: r for k, r in committed_records(out).items() if k in wanted})
-            write_manifest()  # what is committed stays; a rerun resumes from here
+            if not self.lease.lost:  # what is committed stays; a rerun resumes from here
+                self.done.update(self._markers())
+                self.write_manifest()
         # Left by replicas killed mid-write (now restarted) and by writers that lost a race.
-        outputs.remove_partial_writes(out, done.values())
-    records = _check_complete(plan, done)
-    kept = [r for r in records if is_kept(spec.filter, r.success)]
-    zarr_uri, changed = consolidate(out, kept, plan.features)
-    datasets = {"zarr": zarr_uri}
-    if "lerobot" in spec.output.formats and not kept:
-        log.warning("no episode passed the filter; skipping the LeRobot export")
-    elif "lerobot" in spec.output.formats:
-        datasets["lerobot"] = export_lerobot(spec, zarr_uri, refresh=changed)
-    manifest = write_manifest(outputs.now(), datasets)
-    log.info("job %s done: %d episodes (%d in datasets), %d frames", spec.name, len(records), len(kept),
-             manifest.frames)
-    return manifest
+        outputs.remove_partial_writes(self.out, self.lease, self.done.values())
+
+    def on_record(self, record: EpisodeRecord) -> None:
+        self.lease.raise_if_lost()  # taken over: stop now rather than write beside the new owner
+        if record.episode_id not in self.done:
+            self.done[record.episode_id] = record
+            self.progress.done, self.progress.frames = len(self.done), self.progress.frames + record.length
+        self._notify()
+        if time.monotonic() - self.last_write > MANIFEST_EVERY_S:
+            self.write_manifest()
+            self.last_write = time.monotonic()
+
+    def withdraw(self, damaged: list[tuple[EpisodeRecord, str]]) -> None:
+        """Uncommit episodes consolidation could not use; the next pass makes them again."""
+        uncommit(self.out, damaged, self.lease)
+        for record, _ in damaged:
+            self.done.pop(record.episode_id, None)
+        self.progress.done = len(self.done)
+
+    def export(self, records: list[EpisodeRecord], kept: list[EpisodeRecord], zarr_uri: str) -> RunManifest:
+        datasets = {"zarr": zarr_uri}
+        if "lerobot" in self.spec.output.formats and not kept:
+            log.warning("no episode passed the filter; skipping the LeRobot export")
+        elif "lerobot" in self.spec.output.formats:
+            datasets["lerobot"] = export_lerobot(self.spec, zarr_uri)
+        manifest = self.write_manifest(outputs.now(), datasets)
+        log.info("job %s done: %d episodes (%d in datasets), %d frames", self.spec.name, len(records),
+                 len(kept), manifest.frames)
+        return manifest
+
+    def write_manifest(self, finished: str | None = None,
+                       datasets: dict[str, str] | None = None) -> RunManifest:
+        manifest = outputs.manifest_for(self.spec, self.digest, self.plan.model_hash,
+                                        list(self.done.values()), self.started, finished, datasets)
+        outputs.write_manifest(self.out, manifest)
+        return manifest
+
+    def _markers(self) -> dict[str, EpisodeRecord]:
+        return {k: r for k, r in committed_records(self.out).items() if k in self.wanted}
+
+    def _notify(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress(self.progress)

@@ -1,9 +1,11 @@
 """The job's output directory: its identity file, resume checks, and the run manifest.
 
+    OUT/lease.json      which run owns the output now, until when (workers.lease)
     OUT/job.json        the spec that owns this output (a rerun must make the same episodes)
     OUT/episodes/, OUT/commits/   written by replicas (workers.writer)
     OUT/manifest.json   RunManifest, rewritten atomically as the run goes
     OUT/dataset.zarr    consolidated EpisodeStore;  OUT/lerobot/  LeRobot export
+    OUT/lerobot.done.json   the LeRobot export's completion marker, written last
 
 OUT is a local directory or an s3:// prefix; every access goes through workers.storage.
 """
@@ -18,6 +20,7 @@ from datetime import UTC, datetime
 from pipeline.generate.spec import RUN_ONLY_FIELDS, content_diff, content_hash
 from schemas import EpisodeRecord, JobSpec, RunManifest, SpecError
 from workers import storage
+from workers.lease import Lease
 from workers.writer import COMMITS_DIR, EPISODES_DIR, remove_orphan_uploads
 
 log = logging.getLogger(__name__)
@@ -26,6 +29,7 @@ JOB_FILE = "job.json"
 MANIFEST_FILE = "manifest.json"
 DATASET_DIR = "dataset.zarr"
 LEROBOT_DIR = "lerobot"
+LEROBOT_DONE = "lerobot.done.json"
 _OWNED_DIRS = (EPISODES_DIR, COMMITS_DIR, DATASET_DIR, LEROBOT_DIR)
 _OWNED_FILES = (MANIFEST_FILE, JOB_FILE)
 
@@ -40,6 +44,7 @@ def _content(spec: JobSpec) -> dict:
 
 def clear_output(out: str) -> None:
     """Delete what a job wrote under OUT (only the entries a job owns, never anything else)."""
+    storage.remove_file(storage.join(out, LEROBOT_DONE))  # before the export it vouches for
     for name in _OWNED_DIRS:
         storage.remove_tree(storage.join(out, name))
     for name in _OWNED_FILES:
@@ -47,7 +52,8 @@ def clear_output(out: str) -> None:
 
 
 def claim_output(spec: JobSpec, *, overwrite: bool) -> None:
-    """Make OUT this job's output: fresh, or a resumable earlier run of the same job.
+    """Make OUT this job's output: fresh, or a resumable earlier run of the same job. Call it
+    holding the output's lease (workers.lease).
 
     SpecError when OUT holds another job's episodes, naming the fields that differ.
     """
@@ -68,21 +74,23 @@ def claim_output(spec: JobSpec, *, overwrite: bool) -> None:
     storage.write_atomic(storage.join(out, JOB_FILE), json.dumps({"job": spec.name, "content_hash": content_hash(spec),
                                               "content": _content(spec),
                                               "spec": spec.model_dump(mode="json")}, indent=1))
-    remove_partial_writes(out)
 
 
-def remove_partial_writes(out: str, committed: Iterable[EpisodeRecord] | None = None) -> None:
-    """Delete what killed writers left behind (call only while no replica runs): local staging
-    copies, and with `committed` given, s3:// episode uploads that no commit marker names.
+def remove_partial_writes(out: str, lease: Lease, committed: Iterable[EpisodeRecord] | None = None) -> None:
+    """Delete what killed writers left behind: local staging copies, and with `committed` given,
+    s3:// episode uploads that no commit marker names. Only the lease holder may (checked
+    first), and only while none of its replicas runs: to anyone else, a live writer's work in
+    progress looks exactly like a dead writer's leftovers.
 
     S3 orphans are removed only at the end of a run (the driver passes `committed`), never when
     a run starts: a writer of an interrupted earlier run could still be finishing its upload."""
+    lease.verify()
     for sub in (EPISODES_DIR, COMMITS_DIR):
         removed = storage.remove_stale_staging(storage.join(out, sub))
         if removed:
             log.info("removed %d partial writes of interrupted writers in %s/", removed, sub)
     if committed is not None:
-        remove_orphan_uploads(out, committed)
+        remove_orphan_uploads(out, committed, lease)
 
 
 def write_manifest(out: str, manifest: RunManifest) -> None:

@@ -2,8 +2,9 @@
 
 What travels: the working directory (the job file's directory unless --working-dir says
 otherwise), uploaded by Ray as the job's runtime_env `working_dir`, and an entrypoint
-`iws generate <job file relative to it> --no-progress` plus the command line's overrides. The job
-then runs on the head as a Ray driver, exactly as `iws generate` would there, and resumes like it.
+`iws generate <job file relative to it> --no-progress` plus the command line's overrides
+(--output, --model, --set, --overwrite, --take-over). The job then runs on the head as a Ray
+driver, exactly as `iws generate` would there, and resumes like it.
 
 What does not travel: credentials. Nodes reach S3 with their own (Kubernetes Secret, instance
 profile; docs/cluster.md), never through the runtime_env, which the dashboard shows to anyone.
@@ -89,7 +90,7 @@ def check_paths(spec: JobSpec, job_dir: Path, working_dir: Path, output: str) ->
 
 def prepare(job: str | Path, *, working_dir: str | Path | None = None, output: str | None = None,
             model: str | None = None, overrides: list[str] | None = None,
-            overwrite: bool = False) -> Submission:
+            overwrite: bool = False, take_over: bool = False) -> Submission:
     """Validate the job file and build the submission; SpecError naming the problem otherwise."""
     path = Path(job).expanduser().resolve()
     data = apply_overrides(load_yaml_mapping(path), overrides or [])
@@ -109,6 +110,7 @@ def prepare(job: str | Path, *, working_dir: str | Path | None = None, output: s
     for item in overrides or []:
         argv += ["--set", item]
     argv += ["--overwrite"] if overwrite else []
+    argv += ["--take-over"] if take_over else []
     return Submission(job_name=spec.name, entrypoint=shlex.join(argv), working_dir=root,
                       excludes=EXCLUDES + excludes)
 

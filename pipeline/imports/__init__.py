@@ -49,11 +49,15 @@ def detect_format(path: str | os.PathLike[str]) -> Format:
         return "lerobot"
     import zarr
 
+    from sim_model.data.store_damage import bad_metadata, damaged
     from sim_model.data.store_layout import ATTR_KEY
 
     try:
         group = zarr.open_group(str(local), mode="r")
-    except Exception:
+    except Exception as error:
+        torn = bad_metadata(str(local))  # a Zarr store whose metadata is damaged: say which file
+        if torn is not None:
+            raise damaged(str(local), torn, error) from None
         raise SpecError(f"{local} is neither a Zarr store nor a LeRobot dataset root (no "
                         "meta/info.json); pass one of those.") from None
     if ATTR_KEY in group.attrs:

@@ -3,14 +3,15 @@
 One writer per store; any number of readers, in any number of processes. Crash consistency:
 an append writes the data arrays first, then the episode's metadata, and extends
 `meta/episode_ends` last, so a writer killed at any instant leaves every earlier episode intact.
-Readers trust only the committed prefix; `open(mode="a")` truncates a torn tail.
+Readers trust only the committed prefix; `open(mode="a")` truncates a torn tail. A file that is
+there but cannot be decoded (disk damage, a half-copied store) raises StoreDamaged naming it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,10 +22,17 @@ from schemas import EpisodeMeta, FeatureSpec, SpecError
 from sim_model.data import store_layout as layout
 from sim_model.data.episode import Episode
 from sim_model.data.reader import EpisodeReader
+from sim_model.data.store_damage import DECODE_ERRORS, StoreDamaged, bad_chunk, damaged, locate
+
+__all__ = ["EpisodeStore", "StoreDamaged", "StoreNotFound"]
 
 log = logging.getLogger(__name__)
 
 Mode = Literal["r", "a"]
+
+
+class StoreNotFound(SpecError):
+    """No episode store at the location."""
 
 
 class EpisodeStore(EpisodeReader):
@@ -80,11 +88,16 @@ class EpisodeStore(EpisodeReader):
         missing = not layout.is_url(location) and not Path(location).is_dir()
         store = None if missing else layout.zarr_store(location, read_only=mode == "r",
                                                        storage_options=storage_options)
-        root = None if store is None else _try_open_group(store)
-        if root is None:
-            raise SpecError(f"no episode store at {location}; create one with "
-                            "EpisodeStore.create(path, features) (or `iws collect`).")
-        episode_store = cls(location, root, mode, storage_options)
+        root = None
+        try:
+            root = None if store is None else _try_open_group(store)
+            if root is None:
+                raise StoreNotFound(f"no episode store at {location}; create one with "
+                                    "EpisodeStore.create(path, features) (or `iws collect`).")
+            episode_store = cls(location, root, mode, storage_options)
+        except DECODE_ERRORS as error:
+            raise damaged(location, locate(location, root, (layout.ENDS_KEY, layout.META_KEY)),
+                          error) from None
         if mode == "a":
             episode_store._repair()
         return episode_store
@@ -131,17 +144,37 @@ class EpisodeStore(EpisodeReader):
 
     def meta(self, i: int) -> EpisodeMeta:
         self.episode_range(i)  # bounds check
-        return EpisodeMeta.model_validate_json(str(self._meta_array[i % len(self)]))
+        i %= len(self)
+        return EpisodeMeta.model_validate_json(str(self._rows(self._meta_array, i, i + 1)[0]))
+
+    def attr(self, name: str) -> Any:
+        """An attribute stored with the episodes under `name` (see `set_attr`), or None."""
+        return self._root.attrs.get(name)
+
+    def set_attr(self, name: str, value: Any) -> None:
+        """Store a JSON value in the store's root attributes (its own key is reserved)."""
+        if self._mode != "a" or name == layout.ATTR_KEY:
+            raise SpecError(f"cannot set attribute {name!r} of {self._location}: "
+                            + ("the key is reserved." if self._mode == "a" else "it is open read-only."))
+        self._root.attrs[name] = value
 
     def _read(self, i: int, start: int, stop: int, keys: list[str]) -> dict[str, np.ndarray]:
         first = int(self._ends[i - 1]) if i else 0
-        return {key: self._arrays[key][first + start:first + stop] for key in keys}
+        return {key: self._rows(self._arrays[key], first + start, first + stop) for key in keys}
 
     def load_all(self, keys: Iterable[str] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Whole concatenated arrays in memory (the trainer's fast path) and episode_ends."""
         n = self.n_frames
-        arrays = {key: self._arrays[key][:n] for key in self._pick(keys)}
+        arrays = {key: self._rows(self._arrays[key], 0, n) for key in self._pick(keys)}
         return arrays, self._ends.copy()
+
+    def _rows(self, array: Any, start: int, stop: int) -> np.ndarray:
+        """array[start:stop]; StoreDamaged naming the chunk file that does not decode."""
+        try:
+            return array[start:stop]
+        except DECODE_ERRORS as error:
+            where = bad_chunk(self._location, array, start, stop) or f"{self._location}/{array.path}"
+            raise damaged(self._location, where, error) from None
 
     # -- writing --------------------------------------------------------------------------
 

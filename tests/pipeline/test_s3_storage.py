@@ -245,3 +245,32 @@ def test_export_to_s3_is_never_half_visible(s3_env: S3Bucket, tiny_pusht_store) 
     assert [e.checksum() for e in EpisodeStore.open(imported)] == expected
     np.testing.assert_array_equal(EpisodeStore.open(imported).episode(1).action,
                                   tiny_pusht_store.episode(1).action)
+
+
+def test_a_partial_lerobot_export_on_s3_is_redone(s3_env: S3Bucket, tmp_path: Path, monkeypatch) -> None:
+    """An export upload that died part way leaves objects under OUT/lerobot; the rerun must
+    export again (it used to skip any existing prefix as finished, forever)."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from pipeline.generate.consolidate import consolidate, export_lerobot
+    from schemas import JobSpec
+
+    monkeypatch.setenv("IWS_CACHE_DIR", str(tmp_path / "cache"))
+    out, features = s3_env.url("run"), pusht_features(resolution=32)
+    records = [commit(out, stage_episode(out, make_pusht_episode(features, i, 5, episode_id=f"tiny-{i:06d}"),
+                                         i, features)) for i in range(2)]
+    zarr_uri, _ = consolidate(out, records, features)
+    spec = JobSpec.model_validate(job_dict("model", {"images": ["x.png"]}, out,
+                                           output={"path": out, "formats": ["zarr", "lerobot"]}))
+
+    def deny_info_json(request: object) -> tuple[int, bytes] | None:
+        url = str(request.url)  # type: ignore[attr-defined]
+        return (403, _error("AccessDenied")) if url.endswith("/run/lerobot/meta/info.json") else None
+
+    with inject("PutObject", deny_info_json), pytest.raises(SpecError, match="refused access"):
+        export_lerobot(spec, zarr_uri, refresh=True)  # fault: the upload dies before its last object
+    lerobot = storage.join(out, "lerobot")
+    assert storage.exists(lerobot), "the upload left objects behind"
+    assert export_lerobot(spec, zarr_uri, refresh=False) == lerobot  # the rerun: dataset.zarr unchanged
+    dataset = LeRobotDataset("iws/tiny", root=storage.fetch(lerobot), video_backend="pyav")
+    assert dataset.meta.total_episodes == 2 and dataset.meta.total_frames == 10

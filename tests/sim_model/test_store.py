@@ -14,7 +14,7 @@ import pytest
 import zarr
 
 from schemas import CameraSpec, FeatureSpec, SpecError, pusht_features
-from sim_model.data.store import EpisodeStore
+from sim_model.data.store import EpisodeStore, StoreDamaged
 from tests.fixtures.store import TINY_LENGTHS, make_pusht_episode
 from tests.sim_model.store_writer import episode_length
 
@@ -127,6 +127,28 @@ def test_read_errors(tiny_pusht_store: EpisodeStore) -> None:
         tiny_pusht_store.window(0, 2, 8)
     with pytest.raises(KeyError, match="unknown keys \\['rgb'\\]"):
         tiny_pusht_store.window(0, 0, 1, keys=["rgb"])
+
+
+@pytest.mark.parametrize("damaged", [".zgroup", ".zattrs", "data/top/.zarray", "meta/episode_ends/0"])
+def test_damaged_metadata_names_the_file(tmp_path: Path, damaged: str) -> None:
+    _filled(tmp_path / "s.zarr", (3, 4))
+    (tmp_path / "s.zarr" / damaged).write_bytes(b"{\x00 torn")  # a disk error, a half-copied file
+    with pytest.raises(StoreDamaged) as error:
+        EpisodeStore.open(tmp_path / "s.zarr")
+    assert str(tmp_path / "s.zarr" / damaged) in str(error.value)
+    assert "Restore the file from a copy" in str(error.value)
+
+
+def test_damaged_chunk_names_the_file(tmp_path: Path) -> None:
+    _filled(tmp_path / "s.zarr", (3, 4))
+    chunk = tmp_path / "s.zarr" / "data" / "top" / "0.0.0.0"
+    chunk.write_bytes(b"not blosc" * 8)
+    store = EpisodeStore.open(tmp_path / "s.zarr")  # opening reads no image chunk
+    for read in (store.load_all, lambda: store.episode(1), lambda: store.window(0, 0, 2, keys=["top"])):
+        with pytest.raises(StoreDamaged, match="cannot be decoded") as error:
+            read()
+        assert str(chunk) in str(error.value)
+    assert store.window(0, 0, 2, keys=["action"])["action"].shape == (2, 2)  # the rest still reads
 
 
 def test_multi_camera_without_state(tmp_path: Path) -> None:
