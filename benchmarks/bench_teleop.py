@@ -51,7 +51,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 WS_CLIENT = """
 import asyncio, json, struct, sys, aiohttp
 async def main(url, seconds):
-    async with aiohttp.ClientSession() as http, http.ws_connect(url + "ws?token=bench") as ws:
+    async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
         loop = asyncio.get_running_loop(); end = loop.time() + seconds
         while loop.time() < end:
             msg = await ws.receive()
@@ -134,7 +134,8 @@ def measure(server: TeleopServer, url: str, args: argparse.Namespace, screenshot
                 "latency_ms": 1e3 * float(np.mean(latency)) if latency else float("nan")}
 
     if args.client == "ws":
-        proc = subprocess.Popen([sys.executable, "-c", WS_CLIENT, url,
+        ws_url = f"{server.base_url}ws?token={server.token}&tab=bench"
+        proc = subprocess.Popen([sys.executable, "-c", WS_CLIENT, ws_url,
                                  str(args.seconds + args.warmup + 5)])
         try:
             return window()

@@ -90,7 +90,9 @@ class PolicySource(BaseModel):
     kind: Literal["policy"] = "policy"
     policy: str = Field(description="'package.module:function' called as fn(step, observation) -> (B, A) "
                         "(a class there is instantiated once with the FeatureSpec and its .actions used), "
-                        "or a LeRobot pretrained-policy directory (config.json + model.safetensors).")
+                        "or a LeRobot pretrained-policy directory (config.json + model.safetensors). "
+                        "A 'module:function' is imported and run on the driver and every worker: "
+                        "this runs code, so a job spec is as trusted as a script.")
     weight: float = Field(default=1.0, gt=0, description="Relative share of the job's episodes.")
 
     def is_callable_ref(self) -> bool:
@@ -130,14 +132,21 @@ class FilterSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     scorer: str = Field(description="Built-in scorer name, or 'package.module:function' taking an "
-                        "Episode and returning (score: float, success: bool).")
+                        "Episode and returning (score: float, success: bool). A 'module:function' is "
+                        "imported and run on the driver and every worker: this runs code, so a job "
+                        "spec is as trusted as a script.")
     mode: Literal["keep", "drop", "label"] = Field(
         default="label", description="'keep': only successful episodes enter the datasets; 'drop': only "
         "failed ones do (failure data); 'label': all do, with score and success recorded.")
 
 
 class JobSpec(BaseModel):
-    """A generation job: which model, from which frames, driven by which actions, how many, where to."""
+    """A generation job: which model, from which frames, driven by which actions, how many, where to.
+
+    A job spec can run code: a policy source's or the filter's 'package.module:function' is
+    imported and called on the driver and on every worker, with their credentials. Trust a job
+    file as you would a Python script, and run only those you wrote or have read.
+    """
 
     model_config = ConfigDict(extra="forbid")
 

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from schemas.errors import SpecError
+from sim_model import atomic
 from workers import storage_s3 as remote
 
 SCHEMES = ("s3://", "s3a://")
@@ -116,12 +117,7 @@ def write_atomic(uri: str, data: str | bytes) -> None:
     if _s3(uri):
         remote.write_object(uri, payload)
         return
-    path = local_path(uri)
-    tmp = _write_temp(path, payload)
-    try:
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic.write_file(local_path(uri), payload)
 
 
 def write_new(uri: str, data: str | bytes) -> bool:
@@ -141,16 +137,11 @@ def create_versioned(uri: str, data: str | bytes) -> str | None:
     if _s3(uri):
         return remote.create(uri, payload)
     path = local_path(uri)
-    tmp = _write_temp(path, payload)
     try:
-        os.link(tmp, path)  # atomic, and fails if `path` exists
-    except FileExistsError:
-        return None
-    except OSError as error:
+        created = atomic.write_file(path, payload, exclusive=True)  # a hard link: fails if present
+    except atomic.NoExclusiveCreate as error:
         raise SpecError(_no_exclusive_create(path, error)) from None
-    finally:
-        tmp.unlink(missing_ok=True)
-    return _version(payload)
+    return _version(payload) if created else None
 
 
 def _no_exclusive_create(path: Path, error: OSError) -> str:
@@ -215,20 +206,6 @@ def _exclusive(path: Path) -> Iterator[None]:
 
 def _version(payload: bytes) -> str:
     return hashlib.sha256(payload).hexdigest()[:32]
-
-
-def _write_temp(path: Path, payload: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return Path(tmp)
 
 
 def staging_dir(uri: str) -> str:

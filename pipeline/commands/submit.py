@@ -1,15 +1,24 @@
 """`iws submit job.yaml --address http://HEAD:8265`: run a generation job on a Ray cluster through
-its Jobs API, follow its log and progress, or stop it (`--stop ID`)."""
+its Jobs API, follow its log and progress, or stop it (`--stop ID`).
+
+A cluster with Ray's token authentication (RAY_AUTH_MODE=token; the manifests in infra/ turn it
+on) answers 401 to requests without its token. The token is read from where Ray's own clients
+read it, RAY_AUTH_TOKEN or the file RAY_AUTH_TOKEN_PATH names, and sent as an `Authorization:
+Bearer` header on every request (also without RAY_AUTH_MODE=token here, which Ray's client would
+need); it is never printed, logged or put into the job's runtime_env.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from pipeline.cli import UserError
 
+TOKEN_VAR, TOKEN_PATH_VAR = "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"
 TERMINAL_EXIT = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 1}
 
 
@@ -21,7 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("job", nargs="?", help="job spec YAML (omit with --stop)")
     parser.add_argument("--address", default=None,
                         help="the cluster's dashboard / Jobs API, e.g. http://127.0.0.1:8265 "
-                        "(default: RAY_API_SERVER_ADDRESS, else RAY_ADDRESS)")
+                        "(default: RAY_API_SERVER_ADDRESS, else RAY_ADDRESS); a cluster with token "
+                        "authentication gets the token from RAY_AUTH_TOKEN or the file "
+                        "RAY_AUTH_TOKEN_PATH names (docs/cluster.md)")
     parser.add_argument("--follow", action=argparse.BooleanOptionalAction, default=True,
                         help="stream the job's log until it ends (default); --no-follow returns "
                         "after submitting")
@@ -41,7 +52,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def auth_headers() -> dict[str, str]:
+    """{'Authorization': 'Bearer <token>'} from RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH; {} when
+    neither is set (then Ray's client sends what it finds itself, if RAY_AUTH_MODE=token)."""
+    token = os.environ.get(TOKEN_VAR, "").strip()
+    path = os.environ.get(TOKEN_PATH_VAR)
+    if not token and path:
+        try:
+            token = Path(path).expanduser().read_text(encoding="utf-8").strip()
+        except OSError as error:
+            raise UserError(f"cannot read the Ray auth token file {path} named by {TOKEN_PATH_VAR} "
+                            f"({error.strerror}); fix the path or unset it.") from None
+        if not token:
+            raise UserError(f"the Ray auth token file {path} named by {TOKEN_PATH_VAR} is empty.")
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 def _client(address: str | None) -> Any:
+    from ray.exceptions import AuthenticationError
     from ray.job_submission import JobSubmissionClient
 
     address = address or os.environ.get("RAY_API_SERVER_ADDRESS") or os.environ.get("RAY_ADDRESS")
@@ -49,11 +77,24 @@ def _client(address: str | None) -> Any:
         raise UserError("no cluster given: pass --address http://HEAD:8265 (the Ray dashboard, "
                         "e.g. through `kubectl port-forward svc/iws-head-svc 8265:8265`) or set "
                         "RAY_API_SERVER_ADDRESS.")
+    headers = auth_headers()
     try:
-        return JobSubmissionClient(address)
+        return JobSubmissionClient(address, headers=headers or None)
+    except AuthenticationError:
+        if headers:
+            raise UserError(f"the Ray cluster at {address} refused the token from {_token_source()} "
+                            "(403): it is not this cluster's token; fetch the right one "
+                            "(docs/cluster.md, 'Access').") from None
+        raise UserError(f"the Ray cluster at {address} requires token authentication: set "
+                        f"{TOKEN_VAR}, or {TOKEN_PATH_VAR} to a file holding the token "
+                        "(docs/cluster.md, 'Access').") from None
     except (ConnectionError, RuntimeError, ValueError) as error:
         raise UserError(f"cannot reach the Ray Jobs API at {address} ({error}); check --address (the "
                         "dashboard's http://HOST:8265) and that the cluster is running.") from None
+
+
+def _token_source() -> str:
+    return TOKEN_VAR if os.environ.get(TOKEN_VAR, "").strip() else TOKEN_PATH_VAR
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "teleop", help="drive the world model from a browser page and record demonstrations",
         description="Serve a page showing the world model live; keyboard (arrows/WASD) or gamepad "
-        "move the action; recordings are saved to an episode store. See docs/teleop.md.")
+        "move the action; recordings are saved to an episode store. The address printed at start "
+        "carries this launch's secret token: only it opens the page. See docs/teleop.md.")
     parser.add_argument("--model", default="pusht",
                         help="checkpoint directory or bundled model name (default: pusht)")
     parser.add_argument("--init", required=True, metavar="DATASET[:EPISODE]",

@@ -1,20 +1,20 @@
 """What `iws eval` leaves behind: JSON reports, plots, side-by-side videos and terminal tables.
 
-Every file is written to a temporary sibling and renamed into place, so an interrupted run
-leaves the previous file or the new one, never half of one.
+Every file is written through sim_model.atomic.write_file (a temporary sibling, fsynced, renamed
+into place), so an interrupted run leaves the previous file or the new one, never half of one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel
 from rich.table import Table
 
+from sim_model import atomic
 from sim_model.evaluate import EpisodeVideo, FidelityReport, Stat
 from sim_model.stability import StabilityReport
 
@@ -23,22 +23,8 @@ METRIC_TITLES = {"psnr": "PSNR (dB)", "ssim": "SSIM", "object_iou": "object-mask
 LINE_LABELS = {"model": "model", "baseline": "repeat start frame", "truth": "recorded frames"}
 
 
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path with the same suffix; rename it onto `path` if the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def write_json(path: str | os.PathLike[str], report: BaseModel) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(report.model_dump_json(indent=2))
+    atomic.write_text(path, report.model_dump_json(indent=2))
 
 
 def _figure(rows: int, cols: int, size: tuple[float, float]):  # noqa: ANN202 (matplotlib types)
@@ -67,8 +53,7 @@ def plot_fidelity(report: FidelityReport, path: str | os.PathLike[str]) -> None:
         ax.legend()
     fig.suptitle(f"fidelity of {report.checkpoint_hash} on {Path(report.data).name}")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110)
+    atomic.write_file(path, lambda tmp: fig.savefig(tmp, dpi=110))
     plt.close(fig)
 
 
@@ -86,8 +71,7 @@ def plot_stability(report: StabilityReport, path: str | os.PathLike[str]) -> Non
     axes[-1, 0].set_xlabel("step")
     fig.suptitle(f"{report.steps}-step rollout of {report.checkpoint_hash} from {report.init}")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110)
+    atomic.write_file(path, lambda tmp: fig.savefig(tmp, dpi=110))
     plt.close(fig)
 
 
@@ -138,21 +122,20 @@ def write_video(frames: np.ndarray, path: str | os.PathLike[str], fps: float) ->
     """GIF (or MP4 by suffix) of (T, H, W, 3) uint8 frames."""
     import imageio.v3 as iio
 
-    with atomic_path(path) as tmp:
-        if Path(path).suffix == ".gif":
-            iio.imwrite(tmp, frames, duration=1000 / fps, loop=0)
-        else:  # H.264 wants even sizes: pad a white row/column where needed
-            h, w = frames.shape[1:3]
-            frames = np.pad(frames, ((0, 0), (0, h % 2), (0, w % 2), (0, 0)), constant_values=255)
-            iio.imwrite(tmp, frames, fps=fps, codec="libx264", plugin="pyav")
+    if Path(path).suffix == ".gif":
+        atomic.write_file(path, lambda tmp: iio.imwrite(tmp, frames, duration=1000 / fps, loop=0))
+        return
+    h, w = frames.shape[1:3]  # H.264 wants even sizes: pad a white row/column where needed
+    even = np.pad(frames, ((0, 0), (0, h % 2), (0, w % 2), (0, 0)), constant_values=255)
+    atomic.write_file(path, lambda tmp: iio.imwrite(tmp, even, fps=fps, codec="libx264", plugin="pyav"))
 
 
 def write_filmstrip(snapshots: np.ndarray, path: str | os.PathLike[str]) -> None:
     """PNG of snapshot frames (K, V, H, W, 3) side by side (first camera)."""
     from PIL import Image
 
-    with atomic_path(path) as tmp:
-        Image.fromarray(_tile(_upscale(snapshots[:, 0]))).save(tmp)
+    strip = Image.fromarray(_tile(_upscale(snapshots[:, 0])))
+    atomic.write_file(path, strip.save)
 
 
 def _cell(stats: dict[str, Stat] | None, who: str, digits: int) -> str:

@@ -40,6 +40,7 @@ from pipeline.export.remote import export_to_remote
 from pipeline.export.stats import image_histogram
 from pipeline.imports import EpisodeSource, open_dataset
 from schemas import FeatureSpec, SpecError
+from sim_model import atomic
 from workers import storage
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,8 @@ def export_lerobot(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
         from pipeline.export.lerobot_repair import repair_and_verify
 
         repair_and_verify(root, summaries, fps)
-        replace_dir(root, dest)
+        # Also gives lerobot's videos (made through 0600 temporary files) the umask's modes.
+        atomic.move_dir_into_place(root, dest)
         _forget_open_videos()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -209,17 +211,6 @@ def _forget_open_videos() -> None:
     from lerobot.datasets import video_utils
 
     video_utils._default_decoder_cache.clear()
-
-
-def replace_dir(new: Path, dest: Path) -> None:
-    """Move the finished dataset into place; an old `dest` is removed only after that."""
-    old = None
-    if dest.exists():
-        old = dest.with_name(f".{dest.name}.old-{uuid.uuid4().hex[:8]}")
-        os.replace(dest, old)
-    os.replace(new, dest)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 # -- parallel writers ------------------------------------------------------------------------

@@ -5,7 +5,7 @@ Checked (raises ExportCheckError on any mismatch, never ships a wrong dataset):
   - the data columns `index` (0..N-1), `episode_index`, `frame_index`, and `timestamp`, which
     must equal float32(frame_index / fps) exactly;
   - every video holds exactly the frames of its episodes (no drops), at 1/fps spacing.
-Rewritten (atomically, temp file + os.replace):
+Rewritten (atomically, through sim_model.atomic.write_file):
   - each episode's `videos/<key>/from_timestamp`/`to_timestamp`, taken from the packet
     timestamps of the video itself (aggregation derives them from container durations,
     which drift);
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from fractions import Fraction
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from pipeline.export.stats import Stats, array_stats, image_stats, to_jsonable
 from pipeline.imports.lerobot import column_numpy
+from sim_model import atomic
 
 if TYPE_CHECKING:
     from pipeline.export.lerobot import EpisodeSummary
@@ -169,13 +170,9 @@ def _rewrite_episode_tables(files: list[Path], tables: list[pa.Table], episodes:
                 continue
             column = pa.array(values, type=table.schema.field(name).type)
             table = table.set_column(table.column_names.index(name), name, column)
-        tmp = path.with_name(path.name + ".tmp")
-        pq.write_table(table, tmp, compression="snappy")
-        os.replace(tmp, path)
+        atomic.write_file(path, partial(pq.write_table, table, compression="snappy"))
         row += table.num_rows
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=4))
-    os.replace(tmp, path)
+    atomic.write_text(path, json.dumps(data, indent=4))

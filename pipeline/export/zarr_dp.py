@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.export.lerobot import replace_dir
 from pipeline.export.remote import export_to_remote
 from pipeline.imports import EpisodeSource, open_dataset
 from schemas import SpecError
+from sim_model import atomic
 from sim_model.data.store_layout import IMAGE_COMPRESSOR, LOWDIM_COMPRESSOR, data_layout
 from workers import storage
 
@@ -94,7 +94,7 @@ def export_zarr_dp(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
         root.attrs[ATTR_KEY] = {
             "features": source.features.model_dump(mode="json"), "keys": mapping,
             "episodes": [source.meta(i).model_dump(mode="json") for i in range(len(source))]}
-        replace_dir(tmp, dest)
+        atomic.move_dir_into_place(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("exported %d episodes (%d frames) to %s", len(source), source.n_frames, dest)

@@ -13,6 +13,7 @@ Page -> server, JSON text messages: {"type": "ack", "seq"} once a frame is drawn
 {"type": "record", "action": "start" | "stop" | "discard", "task"?},
 {"type": "reset", "episode": int | null, "frame": int}, {"type": "take_control"}.
 Server -> page JSON text messages: hello, role, stats, saved, error, info (see server.py).
+The socket is `/ws?token=<launch secret>&tab=<tab id>` (access.py checks the token and origin).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections import deque
 import numpy as np
 from PIL import Image
 
+from pipeline.teleop.access import display_name
 from schemas import FeatureSpec
 
 MIME = {"jpeg": "image/jpeg", "webp": "image/webp"}
@@ -41,16 +43,19 @@ def encode_image(frame: np.ndarray, codec: str = "jpeg", quality: int = 90) -> b
 def hello_message(features: FeatureSpec, legend: dict, *, tick_fps: float, model: str,
                   init_path: str, init_episodes: int, task: str = "", max_steps: int | None = None,
                   record_to: str | None = None) -> dict:
-    """What every tab is told on connect (the server adds its role, token and live status)."""
+    """What every tab is told on connect (the server adds its role, tab id and live status).
+
+    Files are named, never located: a tab learns `demos.zarr`, not where it lies on this machine.
+    """
     return {
         "features": {"cameras": [c.model_dump() for c in features.cameras],
                      "action_dim": features.action_dim,
                      "action_names": list(features.action_names or []),
                      "action_low": features.action_low, "action_high": features.action_high,
                      "fps": features.fps},
-        "tick_fps": tick_fps, "mapping": legend, "model": model,
-        "init": {"path": init_path, "episodes": init_episodes}, "task": task,
-        "max_steps": max_steps, "record_to": record_to,
+        "tick_fps": tick_fps, "mapping": legend, "model": display_name(model),
+        "init": {"name": display_name(init_path), "episodes": init_episodes}, "task": task,
+        "max_steps": max_steps, "record_to": display_name(record_to),
     }
 
 

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from schemas import EpisodeMeta, ExtraSpec, FeatureSpec, SpecError
+from sim_model import atomic
 from sim_model.data.episode import Episode
 
 log = logging.getLogger(__name__)
@@ -89,21 +88,6 @@ class Recording:
         )
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` so a crash leaves the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def action_log_text(episode: Episode, features: FeatureSpec, *, store: str, store_index: int) -> str:
     """The JSONL action log of a finished episode (format in the module docstring)."""
     header = {"episode_id": episode.meta.episode_id, "fps": episode.meta.fps,
@@ -127,6 +111,11 @@ class SavedEpisode:
     index: int
     length: int
     log_path: str
+
+    def for_page(self) -> dict:
+        """What tabs are told: the log's file name, not where it lies on this machine."""
+        return {"episode_id": self.episode_id, "index": self.index, "length": self.length,
+                "log_name": Path(self.log_path).name}
 
 
 class EpisodeWriter:
@@ -163,7 +152,7 @@ class EpisodeWriter:
         # Store first: it is the dataset; the log names the store index it belongs to.
         index = self.store.append(episode)
         log_path = self.actions_dir / f"{episode.meta.episode_id}.jsonl"
-        write_atomic(log_path, action_log_text(episode, self.features, store=self.store_path, store_index=index))
+        atomic.write_text(log_path, action_log_text(episode, self.features, store=self.store_path, store_index=index))
         log.info("saved teleop episode %s (%d steps) as #%d in %s; actions in %s",
                  episode.meta.episode_id, len(episode), index, self.store_path, log_path)
         return SavedEpisode(episode.meta.episode_id, index, len(episode), str(log_path))

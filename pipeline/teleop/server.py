@@ -1,8 +1,10 @@
 """aiohttp server: the page, one WebSocket per tab, roles, FPS stats, saving recordings.
 
 One tab controls (its keys move the action, its buttons record and reset); other tabs watch.
-A reconnecting tab presents the token it was given and gets its role back. A controller that
+A reconnecting tab presents the tab id it chose and gets its role back. A controller that
 disconnects leaves the simulation running with no keys held, and the recording intact.
+Every request but the static files needs the launch's secret token and, from a browser, the
+page's own origin (access.py); messages to tabs name files, never where they lie on this machine.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from pipeline.teleop.access import Access, scrub_paths
 from pipeline.teleop.loop import Command, SimLoop, TickPacket
 from pipeline.teleop.protocol import RateMeter, clean_input, is_index
 from pipeline.teleop.recording import EpisodeWriter, SavedEpisode
@@ -38,7 +41,7 @@ STATS_PERIOD_S = 0.5
 @dataclass
 class Client:
     id: int
-    token: str
+    tab: str  # chosen by the tab, kept across its reconnects: it gets its role back
     ws: web.WebSocketResponse
     in_flight: dict[int, float] = field(default_factory=dict)  # seq -> send time
     acks: RateMeter = field(default_factory=RateMeter)
@@ -48,13 +51,16 @@ class Client:
 
 
 class TeleopServer:
-    def __init__(self, sim: SimLoop, writer: EpisodeWriter | None, *, hello: dict) -> None:
+    def __init__(self, sim: SimLoop, writer: EpisodeWriter | None, *, hello: dict,
+                 token: str | None = None) -> None:
         self.sim = sim
+        self.access = Access(token)  # token None: a new secret for this launch
+        self.base_url = ""  # http://HOST:PORT/ once started
         self.writer = writer
         self.hello = hello
         self.clients: dict[int, Client] = {}
         self.controller: int | None = None
-        self.controller_token: str | None = None
+        self.controller_tab: str | None = None
         self.saved: list[SavedEpisode] = []
         self.failure: BaseException | None = None
         self._next_id = 0
@@ -67,8 +73,14 @@ class TeleopServer:
         self._writer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="teleop-writer")
 
     # -- lifecycle ------------------------------------------------------------------------------
+    @property
+    def token(self) -> str:
+        return self.access.token
+
     async def start(self, host: str = "127.0.0.1", port: int = 8765) -> str:
-        app = web.Application()
+        """Listen; returns the page's address, secret token included."""
+        self.access.bind_host = host
+        app = web.Application(middlewares=[self.access.middleware])
         app.router.add_get("/", self._index)
         app.router.add_get("/ws", self._websocket)
         app.router.add_get("/api/status", self._status)
@@ -87,7 +99,8 @@ class TeleopServer:
                             "--port, or --port 0 for any free one.") from None
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self._tasks = [asyncio.create_task(self._run_sim()), asyncio.create_task(self._run_stats())]
-        return f"http://{host}:{bound}/"
+        self.base_url = f"http://{host}:{bound}/"
+        return f"{self.base_url}?token={self.token}"
 
     async def wait(self) -> None:
         await self._stop.wait()
@@ -126,22 +139,22 @@ class TeleopServer:
 
     async def _status(self, request: web.Request) -> web.Response:
         return web.json_response({**self.sim.status, "stats": self._stats(None),
-                                  "saved": [s.__dict__ for s in self.saved]})
+                                  "saved": [s.for_page() for s in self.saved]})
 
     # -- WebSocket ------------------------------------------------------------------------------
     async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(heartbeat=10.0, max_msg_size=1 << 16)
         await ws.prepare(request)
-        token = request.query.get("token") or uuid.uuid4().hex
+        tab = request.query.get("tab", "")[:64] or uuid.uuid4().hex
         self._next_id += 1
-        client = Client(self._next_id, token, ws)
+        client = Client(self._next_id, tab, ws)
         self.clients[client.id] = client
-        if self.controller not in self.clients or token == self.controller_token:
+        if self.controller not in self.clients or tab == self.controller_tab:
             self._set_controller(client, announce=False)  # the hello carries the role
         try:
-            await ws.send_json({**self.hello, "type": "hello", "client_id": client.id,
-                                "token": token, "role": self._role(client),
-                                "status": self.sim.status, "saved": len(self.saved)})
+            hello = {**self.hello, "type": "hello", "client_id": client.id, "tab": tab,
+                     "role": self._role(client), "status": self.sim.status, "saved": len(self.saved)}
+            await ws.send_str(scrub_paths(json.dumps(hello)))
             async for message in ws:
                 if message.type == WSMsgType.TEXT:
                     self._on_message(client, message.data)
@@ -161,7 +174,7 @@ class TeleopServer:
 
     def _set_controller(self, client: Client, announce: bool = True) -> None:
         previous = self.clients.get(self.controller) if self.controller is not None else None
-        self.controller, self.controller_token = client.id, client.token
+        self.controller, self.controller_tab = client.id, client.tab
         self.sim.submit(Command(None, "input", {}))  # nothing is held by the new controller yet
         if previous is not None and previous is not client:
             self._send(previous, {"type": "role", "role": "watcher"})
@@ -240,11 +253,11 @@ class TeleopServer:
             return
         saved: SavedEpisode = future.result()
         self.saved.append(saved)
-        self._broadcast({"type": "saved", **saved.__dict__, "count": len(self.saved)})
+        self._broadcast({"type": "saved", **saved.for_page(), "count": len(self.saved)})
 
     def _send(self, client: Client, message: dict) -> None:
-        if not client.ws.closed:
-            self._spawn(self._send_text(client, json.dumps(message)))
+        if not client.ws.closed:  # errors can quote a path: tabs learn file names only
+            self._spawn(self._send_text(client, scrub_paths(json.dumps(message))))
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coroutine)

@@ -10,13 +10,14 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
-CREDENTIAL_VARS = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
+CREDENTIAL_VARS = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "RAY_AUTH_TOKEN"}
 _SHELL_SEPARATORS = re.compile(r"&&|\|\||[;|\n]")
 # `iws` followed by arguments: a bare "iws" is a name (a label value), not a command.
 _IWS_START = re.compile(r"^\s*(\S*/)?iws\s+\S")
 _LEAKS = (
     re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),  # an AWS access key id
     re.compile(r"(?i)aws_secret_access_key\s*[=:]\s*[\"']?[A-Za-z0-9/+]{30,}"),  # a secret value
+    re.compile(r"(?i)ray_auth_token\s*[=:]\s*[\"']?[\w-]{16,}"),  # a Ray token written out
 )
 
 
@@ -106,6 +107,23 @@ def check_iws_command(command: str) -> str | None:
             if exit_.code:
                 return f"`{command}` is rejected by the iws CLI: {errors.getvalue().strip()}"
     return None
+
+
+def env_value(container: dict[str, Any], name: str) -> str | None:
+    """The literal value of env var `name` in a Kubernetes container spec, if it has one."""
+    return next((e.get("value") for e in container.get("env", []) if e.get("name") == name), None)
+
+
+def docker_env(run_options: list[str]) -> dict[str, str]:
+    """`--env NAME=VALUE` / `-e NAME=VALUE` entries of a launcher's docker run_options."""
+    found = {}
+    for option in run_options:
+        words = option.split()
+        for flag, value in zip(words, words[1:], strict=False):
+            if flag in ("--env", "-e") and "=" in value:
+                name, _, text = value.partition("=")
+                found[name] = text
+    return found
 
 
 def images(doc: Any) -> list[str]:

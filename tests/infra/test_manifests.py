@@ -167,6 +167,31 @@ def test_credentials_only_come_from_secrets() -> None:
         assert not leaks, f"{path.relative_to(ROOT)} looks like it holds credentials: {leaks}"
 
 
+def test_kuberay_clusters_require_rays_token_auth() -> None:
+    """The Jobs API runs code with the nodes' S3 credentials: no cluster may take jobs unasked.
+    authOptions makes KubeRay (>= 1.5.1) create the token Secret and hand it to every Ray
+    container and to the RayJob submitter; RAY_AUTH_MODE=token set by hand makes an operator
+    that drops authOptions fail closed (Ray refuses to start without a token)."""
+    for where, spec in _ray_clusters():
+        assert spec.get("authOptions", {}).get("mode") == "token", f"{where}: no authOptions.mode: token"
+        groups = [spec["headGroupSpec"], *spec["workerGroupSpecs"]]
+        for container in (c for g in groups for c in g["template"]["spec"]["containers"]):
+            assert mt.env_value(container, "RAY_AUTH_MODE") == "token", \
+                f"{where}: container {container['name']} does not fail closed (RAY_AUTH_MODE)"
+
+
+def test_aws_launcher_cluster_requires_rays_token_auth() -> None:
+    config = yaml.safe_load((INFRA / "aws" / "cluster.yaml").read_text())
+    env = mt.docker_env(config["docker"]["run_options"])
+    assert env.get("RAY_AUTH_MODE") == "token", "containers must run with RAY_AUTH_MODE=token"
+    token_dir = str(Path(env["RAY_AUTH_TOKEN_PATH"]).parent)
+    assert token_dir in config["file_mounts"], "the token file must be synced to every node"
+    assert config["file_mounts"][token_dir].startswith("~/"), "the token comes from the user's machine"
+    for command in [*config["head_start_ray_commands"], *config["worker_start_ray_commands"]]:
+        assert "RAY_AUTH_MODE=disabled" not in command
+        assert "--dashboard-host=0.0.0.0" not in command, "the dashboard is reached through `ray dashboard`"
+
+
 def test_rayjob_runs_a_valid_job_that_fits_its_cluster() -> None:
     path = INFRA / "kuberay" / "rayjob.yaml"
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]

@@ -88,6 +88,21 @@ def test_metadata_counts_and_ranges(source, exported):
     np.testing.assert_allclose(episodes[f"videos/{CAM}/to_timestamp"], ends / 10)
 
 
+def test_files_have_the_modes_the_umask_gives(exported):
+    """lerobot encodes videos through 0600 temporary files; the published dataset must not keep
+    that (a trainer run by another user of the machine could not read it)."""
+    import stat
+
+    from sim_model.atomic import umask
+
+    mask = umask()
+    paths = [exported, *exported.rglob("*")]
+    assert any(p.suffix == ".mp4" for p in paths)
+    for path in paths:
+        wanted = (0o777 if path.is_dir() else 0o666) & ~mask
+        assert stat.S_IMODE(path.stat().st_mode) == wanted, path
+
+
 def test_stats_are_exact(source, exported):
     stats = json.loads((exported / "meta/stats.json").read_text())
     pixels = np.concatenate([ep.frames["top"].reshape(-1, 3) for ep in source]) / 255.0

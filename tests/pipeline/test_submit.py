@@ -4,7 +4,9 @@ submitted, stopped mid-run, damaged, submitted again and followed to SUCCEEDED, 
 Also the mistakes a user can make, refused before anything is uploaded.
 
 The head's processes hold the S3 credentials in their own environment, as cluster nodes do
-(docs/cluster.md); none travel with the submission.
+(docs/cluster.md); none travel with the submission. The head has Ray's token authentication on,
+as the clusters in infra/ do: `iws submit` reaches it only with the token (RAY_AUTH_TOKEN or
+RAY_AUTH_TOKEN_PATH), which it sends as a header and never shows.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from __future__ import annotations
 import json
 import re
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from pipeline.cli import main
@@ -53,8 +58,14 @@ def _job_dir(root: Path, model: str, out: str, **overrides: object) -> Path:
 
 
 def _submit(head: RayHead, capsys, *args: str) -> tuple[int, str]:
-    code = main(["submit", *args, "--address", head.dashboard_url])
-    return code, capsys.readouterr().out
+    """`iws submit ... --address HEAD` as a user with the cluster's token in RAY_AUTH_TOKEN."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_AUTH_TOKEN", head.token)
+        env.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+        code = main(["submit", *args, "--address", head.dashboard_url])
+    captured = capsys.readouterr()
+    assert head.token not in captured.out + captured.err
+    return code, captured.out
 
 
 def _markers(bucket: S3Bucket) -> dict[str, str]:
@@ -83,7 +94,9 @@ def test_stop_then_resubmit_resumes_on_s3(ray_head: RayHead, s3_env: S3Bucket, t
         time.sleep(0.05)
     code, printed = _submit(ray_head, capsys, "--stop", job_id)  # fault: the job is stopped mid-run
     assert code == 0 and f"job {job_id}: STOPPED" in printed
-    logs = JobSubmissionClient(ray_head.dashboard_url).get_job_logs(job_id)
+    client = JobSubmissionClient(ray_head.dashboard_url, headers=ray_head.auth_headers)
+    assert ray_head.token not in json.dumps(client.get_job_info(job_id).dict(), default=str)
+    logs = client.get_job_logs(job_id)
     assert "interrupted; committed work is kept" in logs, logs[-3000:]
     before = committed_records(out)
     assert 2 <= len(before) < EPISODES
@@ -143,9 +156,43 @@ def test_submit_refuses_what_would_fail_on_the_cluster(tmp_path: Path, tiny_chec
     assert "either a job file to submit or --stop" in refused(str(job), "--stop", "raysubmit_x")
 
 
-def test_stopping_an_unknown_job_is_a_clear_error(ray_head: RayHead, capsys) -> None:
+def test_stopping_an_unknown_job_is_a_clear_error(ray_head: RayHead, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("RAY_AUTH_TOKEN", ray_head.token)
     assert main(["submit", "--stop", "raysubmit_missing", "--address", ray_head.dashboard_url]) == 2
     assert "cannot stop job raysubmit_missing" in capsys.readouterr().err
+
+
+def test_a_head_with_token_auth_takes_jobs_only_with_its_token(
+        ray_head: RayHead, tmp_path: Path, tiny_checkpoint: Path, capsys, monkeypatch) -> None:
+    for headers in ({}, {"Authorization": "Bearer not-the-token"}):  # the head enforces its token
+        request = urllib.request.Request(f"{ray_head.dashboard_url}/api/jobs/", headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == (403 if headers else 401)
+    job = _job_dir(tmp_path / "job", str(tiny_checkpoint), "s3://bucket/run")
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+
+    def submit(*args: str) -> tuple[int, str]:
+        code = main(["submit", *args, "--address", ray_head.dashboard_url])
+        captured = capsys.readouterr()
+        assert ray_head.token not in captured.out + captured.err  # never shown
+        return code, captured.err
+
+    code, err = submit(str(job), "--no-follow")
+    assert code == 2 and "requires token authentication: set RAY_AUTH_TOKEN" in err, err
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "x" + ray_head.token[1:])
+    code, err = submit(str(job), "--no-follow")
+    assert code == 2 and "refused the token from RAY_AUTH_TOKEN" in err and "x" + ray_head.token[1:] not in err
+    monkeypatch.delenv("RAY_AUTH_TOKEN")
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "missing-token"))
+    code, err = submit(str(job), "--no-follow")
+    assert code == 2 and "cannot read the Ray auth token file" in err
+    token_file = tmp_path / "token"
+    token_file.write_text(ray_head.token + "\n")
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token_file))
+    code, err = submit("--stop", "raysubmit_missing")  # through to the Jobs API, which answers
+    assert code == 2 and "cannot stop job raysubmit_missing" in err, err
 
 
 def test_submit_command_lines_parse_as_manifests_write_them() -> None:

@@ -6,20 +6,17 @@ Needs Debian's /usr/bin/chromium and the `playwright` pip package (its own drive
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sim_model.data.store import EpisodeStore
-from tests.pipeline.test_teleop_cli import free_port
+from tests.pipeline.test_teleop_cli import TeleopProcess, free_port
+from tests.pipeline.test_teleop_server import ws_url
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -38,31 +35,58 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="pip package 'playw
 
 @pytest.fixture
 def teleop_url(tiny_checkpoint: Path, tiny_pusht_store: EpisodeStore, tmp_path: Path):
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "teleop", "--model", str(tiny_checkpoint),
-         "--init", f"{tiny_pusht_store.path}:1", "--port", str(port),
-         "--record-to", str(tmp_path / "demos.zarr"), "--max-steps", str(N), "--task", "push T",
-         "--threads", "1", "--precision", "fp32"],
-        stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(url + "api/status", timeout=2).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"iws teleop did not come up: {proc.communicate()[1][-2000:]}")
-            time.sleep(0.3)
-    yield url
-    proc.send_signal(signal.SIGINT)
+    """The address `iws teleop` printed: http://127.0.0.1:PORT/?token=SECRET."""
+    teleop = TeleopProcess.start(
+        ["--model", str(tiny_checkpoint), "--init", f"{tiny_pusht_store.path}:1",
+         "--port", str(free_port()), "--record-to", str(tmp_path / "demos.zarr"),
+         "--max-steps", str(N), "--task", "push T", "--threads", "1", "--precision", "fp32"])
     try:
-        _, err = proc.communicate(timeout=30)
+        url = teleop.wait_url()
+        yield url
     finally:
-        proc.kill()
-    assert proc.returncode == 0, err[-2000:]
+        err = teleop.stop()
+    assert teleop.proc.returncode == 0, err[-2000:]
+
+
+# A page from another site that knows even the secret token: it opens the teleop socket and, if
+# that works, records an episode with its own task text. It is served from another origin on
+# this machine (a real server, so Chromium's local-network-access rule, which blocks public
+# pages from reaching 127.0.0.1, does not stand in for the server's own check).
+ATTACK = """async (url) => await new Promise((resolve) => {
+  const ws = new WebSocket(url);
+  ws.onopen = () => {
+    ws.send(JSON.stringify({type: "record", action: "start", task: "attacker"}));
+    setTimeout(() => { ws.send(JSON.stringify({type: "record", action: "stop"})); resolve("opened"); }, 1500);
+  };
+  ws.onerror = () => resolve("refused");
+  setTimeout(() => resolve("no answer"), 15000);
+})"""
+
+
+class ForeignSite(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"<!doctype html><title>another site</title>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def foreign_page_attack(context, teleop_url: str) -> str:
+    site = ThreadingHTTPServer(("127.0.0.1", 0), ForeignSite)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    page = context.new_page()
+    try:
+        page.goto(f"http://localhost:{site.server_address[1]}/")
+        return page.evaluate(ATTACK, ws_url(teleop_url, "attacker").replace("http://", "ws://"))
+    finally:
+        page.close()
+        site.shutdown()
+        site.server_close()
 
 
 def canvas(page) -> str:
@@ -81,7 +105,11 @@ def test_keys_drive_the_model_and_recordings_reach_the_store(teleop_url: str, tm
         errors: list[str] = []
         context.on("page", lambda p: p.on("pageerror", lambda e: errors.append(str(e))))
         try:
+            assert foreign_page_attack(context, teleop_url) == "refused"
             page = context.new_page()
+            base = teleop_url.split("?")[0]
+            assert page.goto(base).status == 403  # the address without its token
+            assert page.goto(f"{base}?token=guessed").status == 403
             page.goto(teleop_url)
             page.wait_for_function("Number(document.getElementById('step').dataset.seq) > 2")
             assert page.inner_text("#role") == "controlling"

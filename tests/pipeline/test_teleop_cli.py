@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -24,6 +26,58 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@dataclass
+class TeleopProcess:
+    """`iws teleop` in a subprocess; its stderr is read as it comes, for the printed address."""
+
+    proc: subprocess.Popen
+    lines: list[str] = field(default_factory=list)
+    printed: threading.Event = field(default_factory=threading.Event)
+    url: str = ""
+    reader: threading.Thread | None = None
+
+    @classmethod
+    def start(cls, argv: list[str]) -> TeleopProcess:
+        proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "teleop", *argv],
+                                stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        started = cls(proc)
+        started.reader = threading.Thread(target=started._read, daemon=True)
+        started.reader.start()
+        return started
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            found = re.search(r"teleop page at (\S+)", line)
+            if found and not self.url:
+                self.url = found.group(1)
+                self.printed.set()
+
+    def wait_url(self, timeout: float = 60) -> str:
+        """The address printed at start (interpreter + torch import + model load come first)."""
+        if not self.printed.wait(timeout):
+            self.proc.kill()
+            raise AssertionError(f"iws teleop printed no address: {self.stderr[-2000:]}")
+        return self.url
+
+    def stop(self, timeout: float = 30) -> str:
+        """Ctrl-C, wait, return everything it wrote to stderr."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=timeout)
+        finally:
+            self.proc.kill()
+        if self.reader is not None:
+            self.reader.join(5)  # it ends at the pipe's end of file
+        return self.stderr
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.lines)
 
 
 def test_parse_init() -> None:
@@ -70,18 +124,16 @@ def test_port_in_use(tiny_checkpoint: Path, tiny_pusht_store: EpisodeStore,
 def test_ctrl_c_mid_recording_keeps_saved_episodes_and_drops_the_open_one(
         tiny_checkpoint: Path, tiny_pusht_store: EpisodeStore, tmp_path: Path) -> None:
     port, record_to = free_port(), tmp_path / "demos.zarr"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "teleop", "--model", str(tiny_checkpoint),
-         "--init", str(tiny_pusht_store.path), "--port", str(port), "--record-to", str(record_to),
-         "--threads", "1", "--precision", "fp32", "--fps", "20"],
-        stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    teleop = TeleopProcess.start(
+        ["--model", str(tiny_checkpoint), "--init", str(tiny_pusht_store.path), "--port", str(port),
+         "--record-to", str(record_to), "--threads", "1", "--precision", "fp32", "--fps", "20"])
     try:
-        saved = asyncio.run(_record_one_then_leave_one_open(f"http://127.0.0.1:{port}/"))
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        url = teleop.wait_url()
+        assert re.fullmatch(rf"http://127\.0\.0\.1:{port}/\?token=[\w-]{{40,}}", url), url
+        saved = asyncio.run(_record_one_then_leave_one_open(url))
     finally:
-        proc.kill()
-    assert proc.returncode == 0, err
+        err = teleop.stop()
+    assert teleop.proc.returncode == 0, err
     assert "unsaved steps discarded" in err and "1 recording(s) saved" in err
     store = EpisodeStore.open(record_to, mode="a")  # "a" repairs a torn tail: there is none
     assert len(store) == 1 and store.n_frames == len(store.episode(0)) == saved["length"] >= 4
@@ -91,15 +143,7 @@ def test_ctrl_c_mid_recording_keeps_saved_episodes_and_drops_the_open_one(
 
 async def _record_one_then_leave_one_open(url: str) -> dict:
     async with aiohttp.ClientSession() as http:
-        deadline = time.monotonic() + 60  # interpreter + torch import + model load
-        while True:
-            try:
-                tab = await Tab.open(http, url, "cli")
-                break
-            except aiohttp.ClientConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.3)
+        tab = await Tab.open(http, url, "cli")  # the address is printed once it listens
         await tab.send(type="record", action="start")
         await tab.until(lambda h: h["recording"] and h["recording"]["steps"] >= 4)
         await tab.send(type="record", action="stop")

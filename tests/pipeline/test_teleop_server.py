@@ -9,6 +9,7 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 import pytest
+from yarl import URL
 
 from pipeline.cli import build_parser
 from pipeline.commands.teleop import build_server
@@ -46,8 +47,10 @@ class Tab:
         self.messages: list[dict] = []
 
     @classmethod
-    async def open(cls, http: aiohttp.ClientSession, url: str, token: str, ack: bool = True) -> Tab:
-        ws = await http.ws_connect(f"{url}ws?token={token}")
+    async def open(cls, http: aiohttp.ClientSession, url: str, tab: str, ack: bool = True,
+                   **connect: object) -> Tab:
+        """`url`: the page's address as the server printed it (with its ?token=...)."""
+        ws = await http.ws_connect(ws_url(url, tab), **connect)
         while True:
             message = await ws.receive_json(timeout=10)
             if message["type"] == "hello":
@@ -83,6 +86,12 @@ class Tab:
                 return found[0]
             await self.frame()
         raise AssertionError(f"no {kind!r} message")
+
+
+def ws_url(page_url: str, tab: str, token: str | None = None) -> str:
+    """The socket a tab opens: /ws with the page's token (or `token`) and its tab id."""
+    page = URL(page_url)
+    return str(page.with_path("/ws").with_query(token=token or page.query["token"], tab=tab))
 
 
 async def serve(server: TeleopServer, scenario) -> None:
@@ -124,7 +133,7 @@ def test_reconnect_and_extra_tabs_do_not_corrupt_a_recording(
     assert np.allclose(dx[:2], STEP)  # ArrowRight held at the start
     assert np.allclose(dx[-3:], 0)  # released when the tab disconnected: the target stays
     assert np.all(dx >= 0) and np.all(episode.action[:, 1] == episode.action[0, 1])
-    assert Path(saved["log_path"]).is_file()
+    assert (tmp_path / "demos_actions" / saved["log_name"]).is_file()
 
 
 def test_take_control_and_a_tab_that_never_acknowledges(
@@ -166,12 +175,12 @@ def test_page_static_files_and_status(tiny_checkpoint: Path, tiny_pusht_store: E
     server = make_server(tiny_checkpoint, tiny_pusht_store, None)
 
     async def scenario(http: aiohttp.ClientSession, url: str) -> None:
-        page = await (await http.get(url)).text()
+        page = await (await http.get(url)).text()  # the printed address, token included
         assert "/static/teleop.js" in page
         for name in ("teleop.js", "teleop.css"):
-            assert (await http.get(f"{url}static/{name}")).status == 200
+            assert (await http.get(f"{server.base_url}static/{name}")).status == 200
         await asyncio.sleep(0.5)
-        status = await (await http.get(f"{url}api/status")).json()
+        status = await (await http.get(f"{server.base_url}api/status?token={server.token}")).json()
         assert status["step"] > 0 and status["recording"] is None and status["saved"] == []
         assert status["stats"]["target_fps"] == 20
 

@@ -57,3 +57,9 @@ def test_iws_schema_job_prints_json_schema():
     assert schema["title"] == "JobSpec"
     for name, prop in schema["properties"].items():
         assert prop.get("description"), f"JobSpec.{name} has no description"
+    # A job file can name Python code to run everywhere: the schema says so, where it is named.
+    assert "as you would a Python script" in schema["description"]
+    for where in (schema["$defs"]["PolicySource"]["properties"]["policy"],
+                  schema["$defs"]["FilterSpec"]["properties"]["scorer"]):
+        assert "run on the driver and every worker" in where["description"]
+        assert "as trusted as a script" in where["description"]

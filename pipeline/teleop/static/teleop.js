@@ -3,9 +3,12 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const token = sessionStorage.getItem("iws-teleop-token") ||
+// The launch's secret token came in this page's address (the one `iws teleop` printed); the
+// tab id is this tab's own, kept across reloads so a reconnecting tab gets its role back.
+const secret = new URLSearchParams(location.search).get("token") || "";
+const tab = sessionStorage.getItem("iws-teleop-tab") ||
   (crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2));
-sessionStorage.setItem("iws-teleop-token", token);
+sessionStorage.setItem("iws-teleop-tab", tab);
 
 const ui = { ws: null, hello: null, role: "watcher", views: {}, keys: new Set(), axes: [],
              recording: null, lastSeq: 0, drawing: Promise.resolve(), padButtons: [] };
@@ -24,7 +27,8 @@ function send(message) {
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const ws = new WebSocket(`${scheme}://${location.host}/ws?token=${encodeURIComponent(token)}`);
+  const query = `token=${encodeURIComponent(secret)}&tab=${encodeURIComponent(tab)}`;
+  const ws = new WebSocket(`${scheme}://${location.host}/ws?${query}`);
   ws.binaryType = "arraybuffer";
   ws.onopen = () => { $("conn").textContent = "connected"; $("conn").className = "badge on"; };
   ws.onmessage = (event) => {
@@ -32,7 +36,10 @@ function connect() {
     else onFrame(event.data);
   };
   ws.onclose = () => {
-    $("conn").textContent = "reconnecting…"; $("conn").className = "badge off";
+    // Never connected: no or a stale token (each launch has a new one; see its printed address).
+    $("conn").textContent = ui.hello ? "reconnecting…"
+      : "not connected: open the address iws teleop printed";
+    $("conn").className = "badge off";
     setTimeout(connect, 1000);
   };
   ui.ws = ws;
@@ -56,7 +63,7 @@ function onJson(msg) {
 
 function onHello(msg) {
   ui.hello = msg;
-  $("model").textContent = `${msg.model} · ${msg.init.path} (${msg.init.episodes} episodes)`;
+  $("model").textContent = `${msg.model} · ${msg.init.name} (${msg.init.episodes} episodes)`;
   $("target-fps").textContent = msg.tick_fps;
   $("reset-episode").max = msg.init.episodes - 1;
   if (msg.task && !$("task").value) $("task").value = msg.task;
