@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import logging
 import sys
 
@@ -28,10 +29,18 @@ class UserError(Exception):
     """An error the user can fix; the CLI prints its message without a traceback."""
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("iws")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="iws", description="Interactive world simulator: generate "
                                      "robot demonstrations with a learned world model.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"iws {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         try:

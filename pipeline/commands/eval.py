@@ -1,9 +1,4 @@
-"""`iws eval <evaluation>`: measure a world model against recorded data.
-
-  iws eval fidelity  --model CKPT --data STORE [--horizons 1,10,50,200] --out DIR
-  iws eval stability --model CKPT --init STORE[#EP:FRAME] --steps 6000 --out DIR
-  iws eval policy    --model CKPT --policy (DIR | module:function) --init DATASET --episodes N
-                     [--horizon T] [--batch-size B] [--out DIR] [--ground-truth pusht] [--seed S]
+"""`iws eval <evaluation>`: measure a world model against recorded data (USAGE below).
 
 Each evaluation is one `_register_<name>` function below (parser + `func`); adding one (e.g.
 `iws eval policy`) is a new function and a line in EVALUATIONS.
@@ -19,11 +14,19 @@ from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("iws.eval")
+USAGE = """Measure a world model against recorded data.
+
+  iws eval fidelity  --model CKPT --data STORE [--horizons 1,10,50,200] --out DIR
+  iws eval stability --model CKPT --init STORE[#EP:FRAME] --steps 6000 --out DIR
+  iws eval policy    --model CKPT --policy (DIR | module:function) --init DATASET --episodes N
+                     [--horizon T] [--batch-size B] [--out DIR] [--ground-truth pusht] [--seed S]
+
+`iws eval EVALUATION --help` describes each."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("eval", help="evaluate a world model (fidelity, stability, policy)",
-                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                            description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
     evaluations = parser.add_subparsers(dest="evaluation", required=True)
     for register_evaluation in EVALUATIONS:
         register_evaluation(evaluations)

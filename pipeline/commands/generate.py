@@ -9,6 +9,10 @@ import signal
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from schemas import JobSpec, RunManifest
 
 log = logging.getLogger("iws.generate")
 PROGRESS_LOG_S = 5.0
@@ -96,4 +100,19 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
     print(f"{spec.name}: {len(manifest.episodes)} episodes, {manifest.frames} frames -> "
           + ", ".join(f"{fmt}: {uri}" for fmt, uri in manifest.datasets.items()))
+    _print_where_to_look(spec, manifest)
     return 0
+
+
+def _print_where_to_look(spec: JobSpec, manifest: RunManifest) -> None:
+    from pipeline.generate.outputs import PREVIEW_FILE, SUMMARY_FILE
+    from pipeline.generate.summary import viz_command
+    from workers import storage
+
+    out = spec.output.path
+    print(f"  preview: {storage.join(out, PREVIEW_FILE)}")
+    print(f"  summary: {storage.join(out, SUMMARY_FILE)}")
+    if "lerobot" in manifest.datasets:
+        print(f"  view the LeRobot copy: {viz_command(spec.name, manifest.datasets['lerobot'])}")
+    else:
+        print("  LeRobot copy (for lerobot-dataset-viz, lerobot-train): add lerobot to output.formats")

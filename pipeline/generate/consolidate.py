@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from pydantic import ValidationError
 
-from pipeline.generate.outputs import DATASET_DIR, LEROBOT_DIR, LEROBOT_DONE, now
+from pipeline.generate.outputs import DATASET_DIR, LEROBOT_DIR, LEROBOT_DONE, lerobot_repo_id, now
 from pipeline.generate.preflight import LEROBOT_EXPORTER
 from schemas import EpisodeRecord, ExportRecord, FeatureSpec, JobSpec, SpecError
 from sim_model.data.store import EpisodeStore
@@ -122,7 +122,7 @@ def export_lerobot(spec: JobSpec, src_zarr: str, *, refresh: bool = False) -> st
         return dest
     storage.remove_file(marker)
     exporter = importlib.import_module(LEROBOT_EXPORTER)
-    exporter.export_lerobot(src_zarr, dest, repo_id=f"iws/{spec.name}", task=spec.task or None,
+    exporter.export_lerobot(src_zarr, dest, repo_id=lerobot_repo_id(spec.name), task=spec.task or None,
                             overwrite=True)
     done = ExportRecord(format="lerobot", uri=dest, sources=str(sources), episodes=len(source),
                         finished=now())

@@ -1,4 +1,5 @@
-"""The generation driver: spec -> preflight -> lease -> pending groups on Ray -> commits -> datasets.
+"""The generation driver: spec -> preflight -> lease -> pending groups on Ray -> commits -> datasets
+-> preview.gif and summary.md.
 
 Frames never pass through here: replicas write episodes straight to storage and send back small
 EpisodeRecords. The commit markers on storage, not the records, are the truth the driver checks
@@ -21,7 +22,9 @@ from pipeline.generate import outputs
 from pipeline.generate.consolidate import DamagedEpisodes, consolidate, export_lerobot
 from pipeline.generate.expand import groups
 from pipeline.generate.preflight import Plan, preflight
+from pipeline.generate.preview import write_preview
 from pipeline.generate.spec import spec_hash
+from pipeline.generate.summary import RunStats, write_summary
 from schemas import EpisodeRecord, JobSpec, RunManifest, SpecError
 from workers.lease import Lease, hold
 from workers.scoring import is_kept
@@ -75,20 +78,25 @@ def run_job(spec: JobSpec, *, address: str | None = None, overwrite: bool = Fals
             show_ray_progress: bool = False) -> RunManifest:
     """Generate (or resume) the job; returns the final manifest. Raises SpecError on a bad spec,
     LeaseHeld (a SpecError naming the owner) when another run owns the output; `take_over` takes
-    it from that run even though its lease looks live (see workers/lease.py)."""
+    it from that run even though its lease looks live (see workers/lease.py).
+
+    A finished run leaves OUT/preview.gif and OUT/summary.md beside the manifest."""
+    began = time.monotonic()
     plan = preflight(spec)
     with hold(spec.output.path, job=spec.name, take_over=take_over) as lease:
         outputs.claim_output(spec, overwrite=overwrite)
         outputs.remove_partial_writes(spec.output.path, lease)
-        return _JobRun(plan, lease, on_progress).run(address, show_ray_progress)
+        return _JobRun(plan, lease, on_progress, began).run(address, show_ray_progress)
 
 
 class _JobRun:
     """One run of a job on an output whose lease it holds: the committed episodes, the progress
     counters and the manifest, through generate -> consolidate passes and the exports."""
 
-    def __init__(self, plan: Plan, lease: Lease, on_progress: Callable[[Progress], None] | None) -> None:
+    def __init__(self, plan: Plan, lease: Lease, on_progress: Callable[[Progress], None] | None,
+                 began: float) -> None:
         self.plan, self.spec, self.lease, self.on_progress = plan, plan.spec, lease, on_progress
+        self.began = began  # time.monotonic() when run_job was called
         self.out = plan.spec.output.path
         self.digest, self.started = spec_hash(plan.spec), outputs.now()
         self.wanted = {e.episode_id for e in plan.episodes}
@@ -157,6 +165,10 @@ class _JobRun:
         elif "lerobot" in self.spec.output.formats:
             datasets["lerobot"] = export_lerobot(self.spec, zarr_uri)
         manifest = self.write_manifest(outputs.now(), datasets)
+        write_preview(self.out, manifest.episodes, self.plan.features, title=self.spec.name)
+        write_summary(self.spec, manifest, RunStats(
+            wall_s=time.monotonic() - self.began, frames_made=self.progress.frames,
+            resumed=self.progress.resumed, kept=len(kept)))
         log.info("job %s done: %d episodes (%d in datasets), %d frames", self.spec.name, len(records),
                  len(kept), manifest.frames)
         return manifest

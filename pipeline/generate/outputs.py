@@ -6,6 +6,7 @@
     OUT/manifest.json   RunManifest, rewritten atomically as the run goes
     OUT/dataset.zarr    consolidated EpisodeStore;  OUT/lerobot/  LeRobot export
     OUT/lerobot.done.json   the LeRobot export's completion marker, written last
+    OUT/preview.gif, OUT/summary.md   for a person, written when the run is finished
 
 OUT is a local directory or an s3:// prefix; every access goes through workers.storage.
 """
@@ -30,8 +31,15 @@ MANIFEST_FILE = "manifest.json"
 DATASET_DIR = "dataset.zarr"
 LEROBOT_DIR = "lerobot"
 LEROBOT_DONE = "lerobot.done.json"
+PREVIEW_FILE = "preview.gif"
+SUMMARY_FILE = "summary.md"
 _OWNED_DIRS = (EPISODES_DIR, COMMITS_DIR, DATASET_DIR, LEROBOT_DIR)
-_OWNED_FILES = (MANIFEST_FILE, JOB_FILE)
+_OWNED_FILES = (MANIFEST_FILE, JOB_FILE, PREVIEW_FILE, SUMMARY_FILE)
+
+
+def lerobot_repo_id(job: str) -> str:
+    """The repo id of the job's LeRobot copy (OUT/lerobot), which LeRobotDataset needs beside its root."""
+    return f"iws/{job}"
 
 
 def now() -> str:

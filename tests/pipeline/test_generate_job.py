@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -57,10 +58,39 @@ def test_generate_end_to_end_with_filter_and_exports(tmp_path: Path, ray_cluster
     assert episode.checksum() == records["tiny-000002"].checksum
     info = json.loads((out / "lerobot" / "meta" / "info.json").read_text())
     assert info["total_episodes"] == 3 and info["total_frames"] == 12
+    _check_preview_and_summary(out, manifest)
 
     before = marker_times(out)
     assert main(["generate", str(path), "--no-progress"]) == 0  # a finished job: nothing to do
     assert marker_times(out) == before
+
+
+def _check_preview_and_summary(out: Path, manifest: RunManifest) -> None:
+    """6 episodes of 4 steps at 32x32, one camera: one GIF frame per step; 32 px tiles scaled up
+    to MIN_TILE_PX in rows of PREVIEW_COLUMNS (6 -> 2 rows), each under a label, under a header."""
+    from PIL import Image
+
+    from pipeline.generate.preview import GAP_PX, LABEL_PX, MIN_TILE_PX, PREVIEW_COLUMNS
+
+    with Image.open(out / "preview.gif") as gif:
+        assert gif.format == "GIF" and gif.n_frames == 4
+        tile = MIN_TILE_PX // 32 * 32
+        assert gif.size == (PREVIEW_COLUMNS * tile + (PREVIEW_COLUMNS - 1) * GAP_PX,
+                            LABEL_PX + 2 * (LABEL_PX + tile) + GAP_PX)
+        assert gif.info["duration"] == 100  # every step at 10 Hz
+    summary = (out / "summary.md").read_text()
+    scores = [r.score for r in manifest.episodes]
+    assert scores == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]  # even_seed_scorer: the index
+    for row in ("| episodes | 6 of 6 requested |", "| frames | 24 |",
+                f"checkpoint hash `{manifest.model_hash}`",
+                "filter mode `keep`: 3 of 6 episodes in the datasets",
+                "| 6 | 2.5000 | 1.8708 | 0.0000 | 2.5000 | 5.0000 | 3 (50%) |",
+                f"lerobot-dataset-viz --repo-id iws/tiny --root {out / 'lerobot'} --episode-index 0"):
+        assert row in summary, f"{row!r} not in summary.md:\n{summary}"
+    frames_per_s = re.search(r"(\d+) frames in this run, ([\d.]+) frames/s", summary)
+    wall_s = re.search(r"\| wall time \| ([\d.]+) s \|", summary)
+    assert frames_per_s and wall_s and int(frames_per_s[1]) == manifest.frames
+    assert float(frames_per_s[2]) == pytest.approx(manifest.frames / float(wall_s[1]), rel=0.05, abs=0.06)
 
 
 def test_interrupted_run_resumes_to_byte_identical_episodes(tmp_path: Path, ray_cluster,

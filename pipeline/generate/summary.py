@@ -1,0 +1,91 @@
+"""OUT/summary.md: what a finished job made, for a person: episodes, frames, wall time and
+speed, scorer statistics when a scorer ran, the model's checkpoint hash, where the datasets are,
+the preview, and the command that opens the LeRobot copy in lerobot's viewer.
+
+Every count comes from the run manifest written beside it; speed is this run's (a resumed run
+counts only the frames it made itself).
+"""
+
+from __future__ import annotations
+
+import shlex
+import statistics
+from dataclasses import dataclass
+
+from pipeline.generate.outputs import PREVIEW_FILE, SUMMARY_FILE, lerobot_repo_id
+from schemas import JobSpec, RunManifest
+from workers import storage
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """What only the driver knows about this run, beside the manifest."""
+
+    wall_s: float  # from the start of `run_job` to the end of the exports
+    frames_made: int  # by this run (a resumed run skips committed episodes)
+    resumed: int  # episodes already committed when this run began
+    kept: int  # episodes the filter let into the datasets
+
+
+def viz_command(job: str, lerobot_uri: str) -> str:
+    """The shell command that opens episode 0 of the job's LeRobot copy in lerobot's viewer."""
+    root = lerobot_uri
+    fetch = ""
+    if storage.is_remote(lerobot_uri):  # the viewer reads a local directory
+        root = f"{job}-lerobot"
+        fetch = f"aws s3 sync {shlex.quote(lerobot_uri)} {shlex.quote(root)} && "
+    return (f"{fetch}lerobot-dataset-viz --repo-id {lerobot_repo_id(job)} --root {shlex.quote(root)} "
+            "--episode-index 0")
+
+
+def _scores(spec: JobSpec, manifest: RunManifest, kept: int) -> list[str]:
+    if spec.filter is None:
+        return []
+    scores = [r.score for r in manifest.episodes if r.score is not None]
+    successes = sum(bool(r.success) for r in manifest.episodes)
+    n = len(manifest.episodes)
+    lines = ["", "## Scores", "",
+             f"Scorer `{spec.filter.scorer}`, filter mode `{spec.filter.mode}`: {kept} of {n} "
+             "episodes in the datasets.", ""]
+    if not scores:
+        return lines + ["No episode was scored."]
+    std = statistics.stdev(scores) if len(scores) > 1 else 0.0
+    return lines + [
+        "| scored | mean | std | min | median | max | successes |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {len(scores)} | {statistics.fmean(scores):.4f} | {std:.4f} | {min(scores):.4f} | "
+        f"{statistics.median(scores):.4f} | {max(scores):.4f} | {successes} ({successes / n:.0%}) |",
+    ]
+
+
+def summary_markdown(spec: JobSpec, manifest: RunManifest, stats: RunStats) -> str:
+    n = len(manifest.episodes)
+    if stats.frames_made:
+        speed = f"{stats.frames_made} frames in this run, {stats.frames_made / max(stats.wall_s, 1e-9):.1f} frames/s"
+    else:
+        speed = "nothing left to make: every episode was committed by an earlier run"
+    resumed = f"; {stats.resumed} were committed by an earlier run" if stats.resumed else ""
+    rows = [
+        ("episodes", f"{n} of {manifest.episodes_requested} requested{resumed}"),
+        ("frames", f"{manifest.frames}"),
+        ("wall time", f"{stats.wall_s:.1f} s"),
+        ("speed", speed),
+        ("model", f"`{spec.model}`, checkpoint hash `{manifest.model_hash}`"),
+        ("started / finished", f"{manifest.started} / {manifest.finished}"),
+    ]
+    rows += [(f"dataset ({fmt})", f"`{uri}`") for fmt, uri in manifest.datasets.items()]
+    lines = [f"# {spec.name}", "", "| | |", "|---|---|"]
+    lines += [f"| {key} | {value} |" for key, value in rows]
+    lines += _scores(spec, manifest, stats.kept)
+    lines += ["", "## Preview", "", f"The first episodes, step by step: ![preview]({PREVIEW_FILE})"]
+    if "lerobot" in manifest.datasets:
+        lines += ["", "## Open the LeRobot copy", "", "```bash",
+                  viz_command(spec.name, manifest.datasets["lerobot"]), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(spec: JobSpec, manifest: RunManifest, stats: RunStats) -> str:
+    """Write OUT/summary.md; returns its URI."""
+    uri = storage.join(spec.output.path, SUMMARY_FILE)
+    storage.write_atomic(uri, summary_markdown(spec, manifest, stats))
+    return uri
