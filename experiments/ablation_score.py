@@ -50,6 +50,7 @@ PAIRED_HORIZONS = (50, 199)
 VERDICT_HORIZON = 50
 POSE_HORIZONS = (10, 50)
 MOVED_IOU = 0.8  # the recorded T "moved" by h when IoU(truth_0, truth_h) is below this
+MIN_MOVED = 8  # the frozen-T guard needs this many episodes whose recorded T moved
 PROBE_EVERY = 20
 RESAMPLES = 2000
 # A probe "shows the T" when it finds T-coloured pixels covering half to twice the T's area
@@ -303,7 +304,9 @@ def guard_scores(videos: list[EpisodeVideo], horizons: Sequence[int]) -> list[Gu
 
 
 def is_frozen(guard: list[GuardScore]) -> bool:
-    return any(g.iou_model_first is not None and g.iou_model_truth is not None
+    """The model's T stays nearer frame 0 than the truth at h, at a horizon where enough
+    recorded T's moved for the comparison to mean something (MIN_MOVED)."""
+    return any(g.iou_model_first is not None and g.iou_model_truth is not None and g.moved >= MIN_MOVED
                and g.iou_model_first > g.iou_model_truth for g in guard)
 
 
@@ -430,6 +433,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
+    parser.add_argument("--control", help="name of the control arm (default: the first --arm)")
+    parser.add_argument("--reuse", metavar="JSON", help="an earlier OUT.json on the same data and "
+                        "episodes: its arms of the same name and checkpoint hash are not scored again")
     parser.add_argument("--out", required=True, help="writes OUT.md and OUT.json")
     args = parser.parse_args(argv)
     args.horizons = parse_horizons(args.horizons)
@@ -466,12 +472,42 @@ def score_ablation(args: argparse.Namespace) -> AblationReport:
     if args.episodes > len(store):
         log.warning("--episodes %d but the store has %d; scoring all", args.episodes, len(store))
     episodes = list(range(min(args.episodes, len(store))))
-    scores = [score_arm(name, path, store, episodes, args) for name, path in arms]
+    earlier = reusable_arms(args.reuse, args.data, episodes, args.seed) if args.reuse else {}
+    scores = [reuse_or_score(earlier.get(name), name, path, store, episodes, args) for name, path in arms]
+    names = [a.name for a in scores]
+    control_name = args.control or names[0]
+    if control_name not in names:
+        raise SpecError(f"--control {control_name} is not one of the arms {names}.")
+    scores.sort(key=lambda a: a.name != control_name)  # the control first, the rest in order
+    for arm in scores:
+        for h in arm.horizons:
+            h.gain_vs_control = None
     for arm in scores[1:]:
         add_gains(arm.horizons, scores[0].horizons)
     for arm in scores:
         arm.verdict = verdict(arm, scores[0])
     return AblationReport(data=args.data, episodes=episodes, seed=args.seed, arms=scores)
+
+
+def reusable_arms(path: str, data: str, episodes: list[int], seed: int) -> dict[str, ArmScore]:
+    """Arms of an earlier report scored on the same data, episodes and seed, by name."""
+    try:
+        report = AblationReport.model_validate_json(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise SpecError(f"--reuse {path} cannot be read as an ablation report ({error}).") from None
+    if (report.data, report.episodes, report.seed) != (data, episodes, seed):
+        raise SpecError(f"--reuse {path} was scored on {report.data}, episodes {report.episodes[:3]}..., "
+                        f"seed {report.seed}; score on the same data, --episodes and --seed.")
+    return {arm.name: arm for arm in report.arms}
+
+
+def reuse_or_score(earlier: ArmScore | None, name: str, path: str, store: EpisodeStore,
+                   episodes: list[int], args: argparse.Namespace) -> ArmScore:
+    if earlier is not None and earlier.checkpoint_hash == WorldModel.load(path).checkpoint_hash:
+        log.info("%s: reusing its earlier scores (same checkpoint %s)", name, earlier.checkpoint_hash)
+        earlier.frozen = is_frozen(earlier.guard)
+        return earlier
+    return score_arm(name, path, store, episodes, args)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #
 #   scripts/continue_pusht_training.sh                                   # CPU, ~35 min
 #   DEVICE=cuda BATCH=64 DYN_MIN=8 FT_MIN=2 scripts/continue_pusht_training.sh   # GPU burst
+#   RECIPE=experiments/recipes/control.json scripts/continue_pusht_training.sh   # another recipe
 #
 # Then measure it: scripts/report_pusht_model.sh, and update docs/models/pusht.md.
 set -euo pipefail
@@ -23,6 +24,7 @@ FT_STEPS="${FT_STEPS:-1000}"
 FT_MIN="${FT_MIN:-5}"
 DATA="${DATA:-data/pusht_train.zarr}"
 RUN="${RUN:-runs/pusht_continue}"
+RECIPE="${RECIPE:-experiments/recipes/recipeA.json}"  # "" = the checkpoint's own recipe
 DEST="${1:-sim_model/bundled/pusht}"
 
 if [ ! -e "$DATA" ]; then
@@ -30,10 +32,16 @@ if [ ! -e "$DATA" ]; then
         --workers "${WORKERS:-2}"
 fi
 mkdir -p "$RUN"
-cat > "$RUN/continue.json" <<JSON
-{"dynamics": {"steps": $DYN_STEPS, "batch_size": $BATCH, "feedback_start": 0.0, "warmup": 20},
- "decoder_finetune": {"steps": $FT_STEPS}}
-JSON
+# The recipe (experiments/recipes/*.json: architecture options and dynamics settings chosen by the
+# ablations in docs/models/pusht.md) under this script's schedule, batch and budget.
+RECIPE="$RECIPE" DYN_STEPS="$DYN_STEPS" BATCH="$BATCH" FT_STEPS="$FT_STEPS" "$PY" - > "$RUN/continue.json" <<'PY'
+import json, os
+recipe = json.load(open(os.environ["RECIPE"])) if os.environ["RECIPE"] else {}
+dynamics = {**recipe.get("dynamics", {}), "steps": int(os.environ["DYN_STEPS"]),
+            "batch_size": int(os.environ["BATCH"]), "feedback_start": 0.0, "warmup": 20}
+config = {**recipe, "dynamics": dynamics, "decoder_finetune": {"steps": int(os.environ["FT_STEPS"])}}
+print(json.dumps(config, indent=1))
+PY
 common=(--data "$DATA" --out "$RUN" --device "$DEVICE" --threads "$THREADS" --no-progress)
 "$PY" -m pipeline.cli train --stage dynamics --init-from pusht --config "$RUN/continue.json" \
     --time-limit "$DYN_MIN" "${common[@]}"

@@ -63,7 +63,25 @@ def scored(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path,
     finally:
         torch.set_num_threads(threads)
     assert code == 0
-    return json.loads((root / "abl.json").read_text()), (root / "abl.md").read_text()
+    return json.loads((root / "abl.json").read_text()), str(root)
+
+
+def test_reuse_re_pairs_against_another_control_without_scoring_again(
+        scored: tuple[dict, str], tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A later round names the earlier arms again: their scores come from --reuse (no rollout),
+    and --control picks which arm the gains are paired against."""
+    report, root = scored
+    monkeypatch.setattr(abl, "score_arm", lambda *a, **k: pytest.fail("an earlier arm was scored again"))
+    code = abl.main(["--arm", f"control={tiny_checkpoint}", "--arm", f"other={root}/other",
+                     "--data", f"{root}/store.zarr", "--episodes", "3", "--horizons", "1,10,50",
+                     "--reuse", f"{root}/abl.json", "--control", "other", "--out", f"{root}/again"])
+    assert code == 0
+    again = json.loads(Path(f"{root}/again.json").read_text())
+    assert [a["name"] for a in again["arms"]] == ["other", "control"]
+    old = {a["name"]: a for a in report["arms"]}
+    new_gain = next(h for h in again["arms"][1]["horizons"] if h["horizon"] == 50)["gain_vs_control"]
+    old_gain = next(h for h in old["other"]["horizons"] if h["horizon"] == 50)["gain_vs_control"]
+    assert new_gain["mean"] == pytest.approx(-old_gain["mean"])  # the same pairs, the other way round
 
 
 def test_an_arm_against_itself_gains_exactly_nothing(scored: tuple[dict, str]) -> None:
@@ -91,7 +109,8 @@ def test_every_interval_contains_its_mean(scored: tuple[dict, str]) -> None:
 
 
 def test_report_covers_every_measure(scored: tuple[dict, str]) -> None:
-    report, text = scored
+    report, root = scored
+    text = Path(f"{root}/abl.md").read_text()
     assert [a["name"] for a in report["arms"]] == ["control", "same", "other"]
     control, _, other = report["arms"]
     assert control["verdict"].startswith("control")
