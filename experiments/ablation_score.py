@@ -434,8 +434,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
     parser.add_argument("--control", help="name of the control arm (default: the first --arm)")
-    parser.add_argument("--reuse", metavar="JSON", help="an earlier OUT.json on the same data and "
-                        "episodes: its arms of the same name and checkpoint hash are not scored again")
+    parser.add_argument("--reuse", metavar="JSON", action="append", default=[],
+                        help="an earlier OUT.json on the same data and episodes (repeatable): its arms "
+                        "of the same name and checkpoint hash are not scored again")
     parser.add_argument("--out", required=True, help="writes OUT.md and OUT.json")
     args = parser.parse_args(argv)
     args.horizons = parse_horizons(args.horizons)
@@ -472,7 +473,8 @@ def score_ablation(args: argparse.Namespace) -> AblationReport:
     if args.episodes > len(store):
         log.warning("--episodes %d but the store has %d; scoring all", args.episodes, len(store))
     episodes = list(range(min(args.episodes, len(store))))
-    earlier = reusable_arms(args.reuse, args.data, episodes, args.seed) if args.reuse else {}
+    earlier = {name: arm for path in args.reuse
+               for name, arm in reusable_arms(path, args.data, episodes, args.seed).items()}
     scores = [reuse_or_score(earlier.get(name), name, path, store, episodes, args) for name, path in arms]
     names = [a.name for a in scores]
     control_name = args.control or names[0]
