@@ -1,0 +1,27 @@
+"""The learning curve takes its points from ablation reports and checkpoint provenance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from experiments import learning_curve as lc
+
+
+def _report(path: Path, checkpoint: Path) -> Path:
+    arm = {"name": "a", "checkpoint": str(checkpoint), "checkpoint_hash": "h1",
+           "horizons": [{"horizon": 50, "t_iou": {"mean": 0.4, "low": 0.3, "high": 0.5, "n": 3}}],
+           "long": {"shape": {"mean": 0.55, "low": 0.5, "high": 0.6, "n": 3}}}
+    path.write_text(json.dumps({"arms": [arm]}))
+    return path
+
+
+def test_points_accumulate_and_replace_by_checkpoint(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    report, curve = _report(tmp_path / "r.json", tiny_checkpoint), tmp_path / "curve.json"
+    args = ["--curve", str(curve), "add", "--report", str(report), "--arm", "a", "--recipe", "A",
+            "--checkpoint", str(tiny_checkpoint)]
+    assert lc.main(args) == 0 and lc.main(args) == 0  # the same checkpoint twice: one point
+    points = lc.load(curve)
+    assert len(points) == 1 and points[0].t_iou_50 == 0.4 and points[0].long_shape == 0.55
+    assert points[0].hours == 0.0  # a random checkpoint has no training stages
+    assert (tmp_path / "curve.png").stat().st_size > 1000
