@@ -29,6 +29,9 @@ from sim_model.world_model import WorldModel
 RESULTS = Path(__file__).parent / "results" / "model.md"
 
 
+PRESETS = ("tiny", "small", "paper")
+
+
 def parameter_counts(wm: WorldModel) -> dict[str, float]:
     parts = {"encoder": wm.net.encoder, "decoder": wm.net.decoder, "dynamics": wm.net.dynamics}
     if wm.net.state_head is not None:
@@ -66,7 +69,9 @@ def run(args: argparse.Namespace) -> list[str]:
             "FPS (wall) | FPS (CPU time) | ms/step (wall) |",
             "|---|---|---|---|---|---|---|---|"]
     for preset in args.presets:
-        base = WorldModel.random(features, preset, precision="fp32")
+        # a preset name (random weights) or a checkpoint (a directory or a bundled name)
+        base = (WorldModel.random(features, preset, precision="fp32") if preset in PRESETS
+                else WorldModel.load(preset, precision="fp32"))
         p = parameter_counts(base)
         gflop = flops_per_frame(base, args.resolution) / 1e9
         params = f"{p['encoder']:.2f}/{p['decoder']:.2f}/{p['dynamics']:.2f}/{p['total']:.2f}"
@@ -103,7 +108,8 @@ def header(args: argparse.Namespace) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--presets", nargs="+", default=["tiny", "small", "paper"])
+    parser.add_argument("--presets", nargs="+", default=list(PRESETS),
+                        help="preset names (random weights) and/or checkpoints, e.g. pusht or runs/x/model")
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 8, 32])
     parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--resolution", type=int, default=96)

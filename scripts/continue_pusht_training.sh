@@ -24,7 +24,7 @@ FT_STEPS="${FT_STEPS:-1000}"
 FT_MIN="${FT_MIN:-5}"
 DATA="${DATA:-data/pusht_train.zarr}"
 RUN="${RUN:-runs/pusht_continue}"
-RECIPE="${RECIPE:-experiments/recipes/recipeA.json}"  # "" = the checkpoint's own recipe
+RECIPE="${RECIPE:-experiments/recipes/recipeA_lowlr.json}"  # "" = the checkpoint's own recipe
 DEST="${1:-sim_model/bundled/pusht}"
 
 if [ ! -e "$DATA" ]; then
