@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 RECIPE="$1"
 MINUTES="${2:-45}"
 FROM="${FROM:-pusht}"
-OUT="runs/abl_${RECIPE}"
+OUT="${OUT:-runs/abl_${RECIPE}}"
 mkdir -p "$OUT"
 exec "${PYTHON:-.venv/bin/python}" -m pipeline.cli train --stage dynamics --init-from "$FROM" \
     --config "experiments/recipes/${RECIPE}.json" --data "${DATA:-data/pusht_train.zarr}" --out "$OUT" \
