@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict
 
+from experiments.bootstrap import percentile_interval
 from pipeline.cli import UserError
 from pipeline.commands.eval import parse_horizons, random_walk_actions
 from pipeline.pusht.tee_fit import CANVAS
@@ -75,9 +76,8 @@ def bootstrap_interval(values: Sequence[float] | np.ndarray, resamples: int = RE
     data = np.asarray(values, dtype=np.float64)
     if data.ndim != 1 or data.size == 0:
         raise ValueError(f"a bootstrap needs a non-empty 1-D series, got shape {data.shape}")
-    index = np.random.default_rng(seed).integers(0, data.size, size=(resamples, data.size))
-    low, high = np.percentile(data[index].mean(axis=1), [2.5, 97.5])
-    return Interval(mean=float(data.mean()), low=float(low), high=float(high), n=int(data.size))
+    low, high = percentile_interval(data, resamples, seed)
+    return Interval(mean=float(data.mean()), low=low, high=high, n=int(data.size))
 
 
 def paired_bootstrap_interval(arm: Sequence[float] | np.ndarray, control: Sequence[float] | np.ndarray,

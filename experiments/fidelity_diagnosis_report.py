@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from experiments.bootstrap import percentile_interval
+
 AE = "1. Autoencoder ceiling"
 ONE_STEP = "2. Teacher-forced one step"
 OPEN_LOOP = "3. Open loop from the first frame"
@@ -88,13 +90,10 @@ def bootstrap(values: Sequence[float] | np.ndarray, resamples: int = 1000, seed:
     kept = arr[np.isfinite(arr)]
     if kept.size == 0:
         return Estimate(mean=math.nan, low=math.nan, high=math.nan, n=0, values=arr.tolist())
-    rng = np.random.default_rng(seed)
-    means = kept[rng.integers(0, kept.size, size=(resamples, kept.size))].mean(axis=1)
-    tail = 50 * (1 - level)
-    low, high = np.percentile(means, [tail, 100 - tail])
+    low, high = percentile_interval(kept, resamples, seed, level)
     mean = float(kept.mean())
     # A constant sample's resample means can differ from its mean in the last bit.
-    return Estimate(mean=mean, low=min(float(low), mean), high=max(float(high), mean),
+    return Estimate(mean=mean, low=min(low, mean), high=max(high, mean),
                     n=int(kept.size), values=arr.tolist())
 
 
