@@ -93,10 +93,13 @@ def _check_preview_and_summary(out: Path, manifest: RunManifest) -> None:
     assert float(frames_per_s[2]) == pytest.approx(manifest.frames / float(wall_s[1]), rel=0.05, abs=0.06)
 
 
+EPISODES = 24
+
+
 def test_interrupted_run_resumes_to_byte_identical_episodes(tmp_path: Path, ray_cluster,
                                                             tiny_checkpoint: Path) -> None:
     job = job_dict(tiny_checkpoint, {"images": [str(p) for p in _images(tmp_path)]}, tmp_path / "out",
-                   episodes=8)
+                   episodes=EPISODES)
     spec = load_job(write_job(tmp_path / "job.yaml", job))
 
     def interrupt(progress: Progress) -> None:
@@ -107,7 +110,7 @@ def test_interrupted_run_resumes_to_byte_identical_episodes(tmp_path: Path, ray_
         run_job(spec, on_progress=interrupt)
     out = tmp_path / "out"
     first = committed_records(str(out))
-    assert 2 <= len(first) < 8
+    assert 2 <= len(first) < EPISODES  # replicas commit on a little after Ctrl-C: room for that
     partial = RunManifest.model_validate_json((out / "manifest.json").read_text())
     assert partial.finished is None and len(partial.episodes) == len(first)
     before = marker_times(out)
@@ -118,10 +121,10 @@ def test_interrupted_run_resumes_to_byte_identical_episodes(tmp_path: Path, ray_
 
     manifest = run_job(spec)
     final = committed_records(str(out))
-    assert sorted(r.index for r in final.values()) == list(range(8)) and len(manifest.episodes) == 8
+    assert sorted(r.index for r in final.values()) == list(range(EPISODES)) and len(manifest.episodes) == EPISODES
     assert all(final[k].checksum == r.checksum for k, r in first.items())
     assert {k: v for k, v in marker_times(out).items() if k in before} == before
-    assert len(EpisodeStore.open(out / "dataset.zarr")) == 8
+    assert len(EpisodeStore.open(out / "dataset.zarr")) == EPISODES
 
 
 def _images(tmp_path: Path) -> list[Path]:
