@@ -123,7 +123,7 @@ def move_dir_into_place(new: StrPath, dest: StrPath) -> None:
     on disk at every instant, the old one removed only after; the parent is fsynced last.
     """
     new, dest = Path(new), Path(dest)
-    _settle_tree(new)
+    settle_tree(new)
     old = None
     if dest.exists():
         old = dest.with_name(f".{dest.name}.old-{uuid.uuid4().hex[:12]}")
@@ -167,11 +167,12 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _settle_tree(root: Path) -> None:
+def settle_tree(root: StrPath) -> None:
     """Modes from the umask for everything under `root`, and all of it flushed to disk: file by
     file for a small tree (a checkpoint, a LeRobot dataset), with one syncfs of the filesystem
     for a large one (a Zarr store of one chunk file per frame), where per-file fsyncs would
     cost a disk round trip each."""
+    root = Path(root)
     mask = umask()
     folders: list[Path] = []
     files: list[Path] = []

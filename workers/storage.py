@@ -240,9 +240,13 @@ def publish_dir(staged: str, uri: str, *, replace: bool) -> bool:
         raise SpecError(f"the staged copy {src} of {dst} vanished before it was published: another "
                         "process removed it (a second run cleaning up this output?). Nothing was "
                         "committed for it; rerun the job to make it again.")
+    # The episode's files reach the disk before its name does, and its name before the caller
+    # writes a commit marker: a power cut cannot leave a marker naming data that was lost.
+    atomic.settle_tree(src)
     if not dst.exists():
         try:
             os.replace(src, dst)
+            atomic.fsync_dir(dst.parent)
             return True
         except OSError as error:  # a concurrent writer published first, or a real failure
             if error.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not dst.exists():
@@ -254,6 +258,7 @@ def publish_dir(staged: str, uri: str, *, replace: bool) -> bool:
     old = dst.parent / f".{dst.name}.{uuid.uuid4().hex[:12]}.old"
     os.replace(dst, old)
     os.replace(src, dst)
+    atomic.fsync_dir(dst.parent)
     shutil.rmtree(old, ignore_errors=True)
     return True
 

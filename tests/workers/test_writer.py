@@ -52,6 +52,28 @@ def test_publish_fails_loudly_when_the_staged_copy_vanished(tmp_path: Path) -> N
     assert not Path(target).exists()
 
 
+def test_episode_data_reaches_the_disk_before_its_marker(tmp_path: Path, monkeypatch) -> None:
+    """Every file and directory of a staged episode, and the entry that names it, are fsynced
+    before `stage_episode` returns the record to commit: after a power cut a marker never names
+    data that was only in the page cache."""
+    synced: set[tuple[int, int]] = set()
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        info = os.fstat(fd)
+        synced.add((info.st_dev, info.st_ino))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    out = tmp_path / "out"
+    record = stage_episode(str(out), _episode(0), 0, FEATURES)
+    stored = Path(record.uri)
+    paths = [stored, stored.parent, *stored.rglob("*")]
+    assert len(paths) > 5
+    unsynced = [p for p in paths if (p.stat().st_dev, p.stat().st_ino) not in synced]
+    assert not unsynced, f"not fsynced before the commit: {unsynced}"
+
+
 def test_no_marker_is_written_for_data_that_is_not_there(out: str) -> None:
     record = stage_episode(out, _episode(0), 0, FEATURES)
     storage.remove_tree(record.uri)  # removed between upload and commit
