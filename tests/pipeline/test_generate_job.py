@@ -9,6 +9,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -22,6 +24,8 @@ from pipeline.generate.expand import groups
 from pipeline.generate.preflight import preflight
 from schemas import JobSpec, RunManifest
 from sim_model.data.store import EpisodeStore
+from tests.fixtures.ray_cluster import REPO_ROOT
+from tests.pipeline.rerun import rerolled_checksums
 from tests.workers.jobs import job_dict, write_job
 from workers.replica import WorldModelReplica
 from workers.writer import commit_uri, committed_records
@@ -127,6 +131,41 @@ def test_interrupted_run_resumes_to_byte_identical_episodes(tmp_path: Path, ray_
     assert len(EpisodeStore.open(out / "dataset.zarr")) == EPISODES
 
 
+def test_driver_sigkilled_mid_job_resumes_to_byte_identical_episodes(tmp_path: Path, ray_cluster,
+                                                                     tiny_checkpoint: Path) -> None:
+    """The driver process SIGKILLed mid-job (no handler, no `finally`, its lease left behind),
+    as the OOM killer or a lost node does it; the rerun takes the dead owner's lease at once,
+    keeps what was committed and ends with exactly N episodes, byte-identical to a fresh run."""
+    out = tmp_path / "out"
+    job = job_dict(tiny_checkpoint, {"images": [str(p) for p in _images(tmp_path)]}, out,
+                   episodes=EPISODES, action_sources={"walk": {"kind": "scripted", "motion": "mix"}})
+    path = write_job(tmp_path / "job.yaml", job)
+    address = ray_cluster.get_runtime_context().gcs_address  # the driver joins this session's Ray
+    driver = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "generate", str(path), "--address",
+                               address, "--no-progress"], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 180
+    while len(marker_times(out)) < 2 and driver.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    driver.send_signal(signal.SIGKILL)
+    output = driver.communicate(timeout=30)[0].decode(errors="replace")
+    committed_at_kill = len(marker_times(out))
+    assert driver.returncode == -signal.SIGKILL, f"the driver ended before the kill:\n{output}"
+    assert 2 <= committed_at_kill < EPISODES, output
+    assert (out / "lease.json").exists()  # a killed driver cannot release its lease
+    first = committed_records(str(out))
+
+    manifest = run_job(load_job(path))
+    final = committed_records(str(out))
+    assert sorted(r.index for r in final.values()) == list(range(EPISODES))
+    assert len(manifest.episodes) == EPISODES and manifest.finished is not None
+    assert all(final[k].checksum == r.checksum for k, r in first.items())
+    assert {k: r.checksum for k, r in final.items()} == rerolled_checksums(load_job(path), tmp_path / "fresh")
+    assert sorted(os.listdir(out / "episodes")) == sorted(final)  # no stray or half-written copies
+    assert len(EpisodeStore.open(out / "dataset.zarr")) == EPISODES
+    assert not (out / "lease.json").exists()
+
+
 def _images(tmp_path: Path) -> list[Path]:
     import numpy as np
     from PIL import Image
@@ -138,8 +177,10 @@ def _images(tmp_path: Path) -> list[Path]:
     return paths
 
 
-def _kill_replica_after_first_commit(out: Path, killed: list[int], timeout_s: float = 120) -> None:
-    """SIGKILL the replica actor process(es) of this test's own Ray once an episode is committed."""
+def _kill_replica_after_first_commit(out: Path, killed: list[int], committed_at_kill: list[int],
+                                     timeout_s: float = 120) -> None:
+    """SIGKILL the replica actor process(es) of this test's own Ray once an episode is committed;
+    `committed_at_kill` gets how many were committed right after the kill."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and not list((out / "commits").glob("*.json")):
         time.sleep(0.02)
@@ -150,6 +191,7 @@ def _kill_replica_after_first_commit(out: Path, killed: list[int], timeout_s: fl
                 killed.append(proc.pid)
         except psutil.Error:
             continue
+    committed_at_kill.append(len(list((out / "commits").glob("*.json"))))
 
 
 def test_replica_killed_mid_job_still_gives_exactly_n_episodes(tmp_path: Path, ray_cluster,
@@ -158,11 +200,14 @@ def test_replica_killed_mid_job_still_gives_exactly_n_episodes(tmp_path: Path, r
     job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=8, horizon=5)
     spec = JobSpec.model_validate(job)
     killed: list[int] = []
-    killer = threading.Thread(target=_kill_replica_after_first_commit, args=(out, killed), daemon=True)
+    committed_at_kill: list[int] = []
+    killer = threading.Thread(target=_kill_replica_after_first_commit, args=(out, killed, committed_at_kill),
+                              daemon=True)
     killer.start()
     manifest = run_job(spec)
     killer.join()
     assert killed, "the replica was not found or the job ended before the kill"
+    assert committed_at_kill[0] < 8, "the kill landed after every episode was committed: it tested nothing"
     assert all(not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
                for pid in killed)
     records = committed_records(str(out))
