@@ -15,7 +15,7 @@ VENV="${TMPDIR:-/tmp}/iws_zarr2_venv"
 IWS_PY="${IWS_PYTHON:-$REPO/.venv/bin/python}"
 rm -rf "$WORK" && mkdir -p "$WORK"
 
-echo "== 1. collect-like store with iws, exported with iws export zarr-dp (DP's PushT key names)"
+echo "== 1. collect-like store with iws, exported with iws export zarr-dp defaults (no --keys)"
 (cd "$REPO" && "$IWS_PY" - "$WORK" <<'EOF'
 import sys
 from pathlib import Path
@@ -38,7 +38,7 @@ for i, t in enumerate((13, 8, 21)):
                          meta=EpisodeMeta(episode_id=f"ep{i}", length=t, task="push T"),
                          extras={"block_pose": low[:, 4:7], "coverage": low[:, 0] / 512,
                                  "success": low[:, 1] > 400}))
-export_zarr_dp(store, work / "pusht_dp.zarr", keys={"top": "img"})
+export_zarr_dp(store, work / "pusht_dp.zarr")  # defaults: DP's PushT names (img, state, action)
 arrays, ends = store.load_all()
 np.savez(work / "expected.npz", episode_ends=ends, img=arrays["top"], state=arrays["state"],
          action=arrays["action"])

@@ -8,8 +8,13 @@
 Zarr format 2 and Blosc (a standard numcodecs compressor that zarr 2.12+ decodes; DP's vendored
 Jpeg2k codec cannot read what current imagecodecs writes). Images use the episode store's
 Blosc-zstd setting, chosen by measurement in benchmarks/results/store.md; low-dim arrays are
-chunked ~1 MB along time. Key names are configurable (`top=img,state=state`): DP's PushT
-configs read `img`, `state` and `action`.
+chunked ~1 MB along time.
+
+Key names. Diffusion Policy's PushT image dataset reads `img`, `state` and `action`; iws names its
+arrays after cameras (`top`), `state` and `action`. So a dataset with a single camera exports that
+camera as `img` by default, and DP's loaders open the store with their own defaults; a store with
+several cameras keeps the camera names. `keys` (`--keys top=image,state=agent_pos`) renames
+anything, overriding the default.
 """
 
 from __future__ import annotations
@@ -26,13 +31,14 @@ import numpy as np
 
 from pipeline.export.remote import export_to_remote
 from pipeline.imports import EpisodeSource, open_dataset
-from schemas import SpecError
+from schemas import FeatureSpec, SpecError
 from sim_model import atomic
 from sim_model.data.store_layout import IMAGE_COMPRESSOR, LOWDIM_COMPRESSOR, data_layout
 from workers import storage
 
 log = logging.getLogger(__name__)
 ATTR_KEY = "iws_export"
+DP_IMAGE_KEY = "img"  # the camera array of DP's single-camera image datasets (PushTImageDataset)
 LOWDIM_CHUNK_BYTES = 1 << 20
 
 
@@ -67,11 +73,30 @@ def dp_key_map(keys: tuple[str, ...], renames: dict[str, str]) -> dict[str, str]
     return mapping
 
 
+def default_dp_keys(features: FeatureSpec) -> dict[str, str]:
+    """DP's own names where they are unambiguous: the only camera becomes `img`."""
+    cameras = features.camera_names
+    if len(cameras) == 1 and DP_IMAGE_KEY not in data_layout(features):
+        return {cameras[0]: DP_IMAGE_KEY}
+    return {}
+
+
+def resolve_dp_keys(features: FeatureSpec, renames: dict[str, str] | None = None) -> dict[str, str]:
+    """Every iws key -> the array name written under data/: `renames` over `default_dp_keys`
+    (a default is dropped where `renames` renames that key or takes its name)."""
+    renames = renames or {}
+    taken = set(renames.values())
+    defaults = {k: v for k, v in default_dp_keys(features).items()
+                if k not in renames and v not in taken}
+    return dp_key_map(tuple(data_layout(features)), {**defaults, **renames})
+
+
 def export_zarr_dp(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.PathLike[str], *,
                    keys: dict[str, str] | None = None, overwrite: bool = False,
                    on_episode: Callable[[int], None] | None = None) -> Path | str:
     """Write `src` as a Diffusion-Policy Zarr store at `dest` (a directory or s3:// prefix;
-    appears only when complete)."""
+    appears only when complete). `keys` renames arrays (iws key -> DP name) over the defaults
+    of `resolve_dp_keys`."""
     import zarr
 
     source = src if isinstance(src, EpisodeSource) else open_dataset(src)
@@ -83,7 +108,7 @@ def export_zarr_dp(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
     dest = Path(dest).expanduser().absolute()
     if dest.exists() and not overwrite:
         raise SpecError(f"{dest} already exists; choose a new destination or pass --overwrite.")
-    mapping = dp_key_map(_source_keys(source), keys or {})
+    mapping = resolve_dp_keys(source.features, keys)
     tmp = dest.with_name(f".{dest.name}.partial-{uuid.uuid4().hex[:8]}")
     try:
         root = zarr.open_group(str(tmp), mode="w", zarr_format=2)
@@ -99,10 +124,6 @@ def export_zarr_dp(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("exported %d episodes (%d frames) to %s", len(source), source.n_frames, dest)
     return dest
-
-
-def _source_keys(source: EpisodeSource) -> tuple[str, ...]:
-    return tuple(data_layout(source.features))
 
 
 def _create_arrays(root: Any, source: EpisodeSource, mapping: dict[str, str]) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 That zarr 2.x itself opens the result is shown by benchmarks/zarr2_dp_check.sh (needs a
 throwaway venv with zarr 2.18 from the package registry, so it is not part of the suite).
+Diffusion Policy's own code is not installable here (no package; it needs zarr 2 and numba), so
+the default-names test reads the store the way its PushTImageDataset does, step by step.
 """
 
 import json
@@ -12,12 +14,12 @@ import pytest
 import zarr
 
 from pipeline.cli import main
-from pipeline.export.zarr_dp import dp_key_map, export_zarr_dp, parse_key_map
+from pipeline.export.zarr_dp import dp_key_map, export_zarr_dp, parse_key_map, resolve_dp_keys
 from pipeline.imports import import_dataset, open_dataset
 from pipeline.imports.zarr_dp import DPZarrReader
-from schemas import SpecError
+from schemas import CameraSpec, SpecError, pusht_features
 from sim_model.data.store import EpisodeStore
-from tests.fixtures.store import TINY_LENGTHS, build_tiny_pusht_store
+from tests.fixtures.store import TINY_LENGTHS, build_tiny_pusht_store, make_pusht_episode
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +50,49 @@ def test_layout_is_what_diffusion_policy_reads(source, exported):
     np.testing.assert_array_equal(root["data/agent_pos"][:], arrays["state"])
     np.testing.assert_array_equal(root["data/action"][:], arrays["action"])
     np.testing.assert_array_equal(root["data/success"][:], arrays["success"])
+
+
+def test_default_export_opens_with_diffusion_policys_pusht_defaults(source, tmp_path):
+    """No --keys: the store reads as DP's PushTImageDataset reads it, keys=['img', 'state',
+    'action'], agent_pos = state[..., :2], image = moveaxis(img, -1, 1) / 255."""
+    dest = export_zarr_dp(source, tmp_path / "pusht.zarr")
+    root = zarr.open_group(str(dest), mode="r")
+    # ReplayBuffer.copy_from_path(zarr_path, keys=["img", "state", "action"]): meta and those keys.
+    replay = {key: root[f"data/{key}"][:] for key in ("img", "state", "action")}
+    ends = root["meta/episode_ends"][:]
+    assert all(len(v) == ends[-1] for v in replay.values())  # ReplayBuffer's own check
+    arrays, _ = source.load_all()
+    start, stop = int(ends[0]), int(ends[1])  # episode 1, as SequenceSampler slices it
+    agent_pos = replay["state"][start:stop, :2].astype(np.float32)
+    image = np.moveaxis(replay["img"][start:stop], -1, 1) / 255
+    assert image.shape == (stop - start, 3, 32, 32)
+    np.testing.assert_array_equal(agent_pos, arrays["state"][start:stop])
+    np.testing.assert_array_equal(replay["action"][start:stop], arrays["action"][start:stop])
+    np.testing.assert_array_equal(image, np.moveaxis(arrays["top"][start:stop], -1, 1) / 255)
+    assert root.attrs["iws_export"]["keys"]["top"] == "img"
+    assert open_dataset(dest).features == source.features  # and iws reads it back as `top`
+
+
+def test_default_names_and_overrides():
+    one = pusht_features(32)
+    assert resolve_dp_keys(one) == {"top": "img", "state": "state", "action": "action",
+                                    "block_pose": "block_pose", "coverage": "coverage",
+                                    "success": "success"}
+    assert resolve_dp_keys(one, {"top": "image"})["top"] == "image"
+    # A rename that takes `img` for another array leaves the camera its own name.
+    assert resolve_dp_keys(one, {"state": "img"})["top"] == "top"
+    two = one.model_copy(update={"cameras": (CameraSpec(name="top", height=32, width=32),
+                                             CameraSpec(name="wrist", height=32, width=32))})
+    assert resolve_dp_keys(two)["top"] == "top" and resolve_dp_keys(two)["wrist"] == "wrist"
+
+
+def test_several_cameras_keep_their_names(tmp_path):
+    features = pusht_features(32).model_copy(update={"cameras": (
+        CameraSpec(name="top", height=32, width=32), CameraSpec(name="wrist", height=32, width=32))})
+    store = EpisodeStore.create(tmp_path / "two.zarr", features)
+    store.append(make_pusht_episode(features, 0, 4))
+    root = zarr.open_group(str(export_zarr_dp(store, tmp_path / "dp.zarr")), mode="r")
+    assert {"top", "wrist", "state", "action"} <= set(root["data"].array_keys())
 
 
 def test_iws_reads_its_own_dp_export_back_unchanged(source, exported, tmp_path):
@@ -120,5 +165,18 @@ def test_cli_export_zarr_dp(source, exported, tmp_path, capsys):
     assert main(["export", "zarr-dp", source.path, str(tmp_path / "o.zarr"), "--keys", "oops"]) == 2
     assert "iws_key=dp_key" in capsys.readouterr().err
     dest = tmp_path / "out.zarr"
-    assert main(["export", "zarr-dp", source.path, str(dest), "--keys", "top=img"]) == 0
-    assert zarr.open_group(str(dest), mode="r")["data/img"].shape == (24, 32, 32, 3)
+    assert main(["export", "zarr-dp", source.path, str(dest), "--keys", "top=image"]) == 0
+    assert zarr.open_group(str(dest), mode="r")["data/image"].shape == (24, 32, 32, 3)
+    assert "image (from top), action, state" in capsys.readouterr().out
+
+
+def test_cli_default_names_are_printed_and_out_is_accepted(source, tmp_path, capsys):
+    assert main(["export", "zarr-dp", source.path, "--out", str(tmp_path / "dp.zarr")]) == 0
+    out = capsys.readouterr().out
+    assert "arrays under data/: img (from top), action, state" in out and "--keys" in out
+    assert zarr.open_group(str(tmp_path / "dp.zarr"), mode="r")["data/img"].shape[0] == 24
+    assert main(["export", "zarr-dp", source.path, str(tmp_path / "a.zarr"), "--out",
+                 str(tmp_path / "b.zarr")]) == 2
+    assert "different outputs" in capsys.readouterr().err
+    assert main(["export", "zarr-dp", source.path]) == 2
+    assert "no output given" in capsys.readouterr().err
