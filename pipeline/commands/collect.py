@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from pipeline.commands.paths import add_output, output
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("collect", help="record ground-truth play data from a simulator",
@@ -22,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--workers.")
     pusht.add_argument("--episodes", type=int, required=True, help="number of episodes")
     pusht.add_argument("--steps", type=int, default=200, help="steps per episode (default 200)")
-    pusht.add_argument("--out", required=True, help="path of the Zarr episode store to write")
+    add_output(pusht, "path of the Zarr episode store to write")
     pusht.add_argument("--seed", type=int, default=0, help="collection seed (default 0)")
     pusht.add_argument("--resolution", type=int, default=96,
                        help="square frame size in pixels (default 96, gym-pusht's own)")
@@ -50,19 +52,20 @@ def run(args: argparse.Namespace) -> int:
     workers = args.workers if args.workers is not None else len(os.sched_getaffinity(0))
     if workers < 1:
         raise UserError(f"--workers must be at least 1, got {workers}.")
-    store = open_output(config, args.out, overwrite=args.overwrite, resume=args.resume)
+    out = output(args)
+    store = open_output(config, out, overwrite=args.overwrite, resume=args.resume)
     bar = tqdm(total=config.episodes, initial=len(store), unit="ep", desc="pusht",
                disable=args.no_progress, file=sys.stderr, dynamic_ncols=True)
     try:
         stats = collect(config, store, workers=workers, on_episode=lambda _: bar.update(1))
     except KeyboardInterrupt:
         bar.close()
-        print(f"{len(store)} of {config.episodes} episodes are in {args.out}; run the same "
+        print(f"{len(store)} of {config.episodes} episodes are in {out}; run the same "
               "command with --resume to finish.", file=sys.stderr)
         raise
     finally:
         bar.close()
-    print(f"{args.out}: {stats.episodes} episodes x {config.steps} steps at "
+    print(f"{out}: {stats.episodes} episodes x {config.steps} steps at "
           f"{config.resolution}x{config.resolution} added, {len(store)} in the store "
           f"(mix {config.mix_text()})")
     if stats.episodes:

@@ -1,10 +1,17 @@
-"""`iws export {lerobot,zarr-dp} SRC DEST`: write a dataset in a trainer's own format."""
+"""`iws export {lerobot,zarr-dp} SRC DEST` (or `--out DEST`): write a dataset in a trainer's own
+format."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+from typing import TYPE_CHECKING
+
+from pipeline.commands.paths import add_output, output
+
+if TYPE_CHECKING:
+    from schemas import FeatureSpec
 
 VCODECS = ("libsvtav1", "h264", "hevc", "auto")  # mirrors pipeline.export.lerobot.VCODECS
 
@@ -25,17 +32,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     lerobot.add_argument("--workers", type=int, default=1,
                          help="parallel writers merged with lerobot's aggregation (default 1; "
                          "see benchmarks/results/export.md)")
+    lerobot.add_argument("--camera-key", action="append", metavar="[CAMERA=]KEY",
+                         help="LeRobot key of a camera instead of observation.images.CAMERA, e.g. "
+                         "observation.image, the camera key of lerobot-eval --env.type=pusht "
+                         "(repeat for several cameras; docs/lerobot.md)")
     lerobot.set_defaults(func=run)
 
     dp = formats.add_parser("zarr-dp", help="Diffusion-Policy ReplayBuffer Zarr (zarr format 2)")
     _common(dp)
-    dp.add_argument("--keys", help="rename arrays, iws=dp pairs: e.g. top=img,state=state,action=action")
+    dp.add_argument("--keys", help="rename arrays, iws=dp pairs, e.g. top=image,state=agent_pos "
+                    "(default: a single camera is written as img, as Diffusion Policy's PushT "
+                    "dataset reads it; other arrays keep their names)")
     dp.set_defaults(func=run)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("src", help="source dataset")
-    parser.add_argument("dest", help="output directory (must not exist unless --overwrite)")
+    add_output(parser, "output directory (must not exist unless --overwrite)")
     parser.add_argument("--overwrite", action="store_true", help="replace DEST if it exists")
 
 
@@ -55,18 +68,34 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.imports import open_dataset
 
     _quiet_encoders()
+    out = output(args)
     source = open_dataset(args.src)
     with tqdm(total=source.n_frames, unit="frame", desc=f"export {args.format}") as bar:
         if args.format == "lerobot":
             from pipeline.export.lerobot import export_lerobot
+            from pipeline.export.lerobot_features import parse_camera_keys
 
-            dest = export_lerobot(source, args.dest, repo_id=args.repo_id, task=args.task,
-                                  vcodec=args.vcodec, workers=args.workers,
+            cameras = parse_camera_keys(args.camera_key, source.features.camera_names)
+            dest = export_lerobot(source, out, repo_id=args.repo_id, task=args.task,
+                                  vcodec=args.vcodec, workers=args.workers, camera_keys=cameras,
                                   overwrite=args.overwrite, on_episode=bar.update)
         else:
             from pipeline.export.zarr_dp import export_zarr_dp, parse_key_map
 
-            dest = export_zarr_dp(source, args.dest, keys=parse_key_map(args.keys),
-                                  overwrite=args.overwrite, on_episode=bar.update)
+            keys = parse_key_map(args.keys)
+            dest = export_zarr_dp(source, out, keys=keys, overwrite=args.overwrite,
+                                  on_episode=bar.update)
     print(f"wrote {len(source)} episodes ({source.n_frames} frames) to {dest}")
+    if args.format == "zarr-dp":
+        print(_dp_arrays_note(source.features, keys))
     return 0
+
+
+def _dp_arrays_note(features: FeatureSpec, keys: dict[str, str]) -> str:
+    """Which arrays the store holds under data/, and how to name them otherwise."""
+    from pipeline.export.zarr_dp import resolve_dp_keys
+
+    mapping = resolve_dp_keys(features, keys)
+    names = ", ".join(dp if dp == key else f"{dp} (from {key})" for key, dp in mapping.items())
+    return (f"arrays under data/: {names}; episode ends in meta/episode_ends. "
+            "Rename with --keys iws_key=dp_key, e.g. --keys top=image.")

@@ -1,16 +1,18 @@
-"""`iws import SRC DEST`: copy a LeRobot v3.0 dataset or Diffusion-Policy Zarr store into an
-iws episode store (frames decoded once; every frame and action kept)."""
+"""`iws import SRC DEST` (or `--out DEST`): copy a LeRobot v3.0 dataset or Diffusion-Policy
+Zarr store into an iws episode store (frames decoded once; every frame and action kept)."""
 
 from __future__ import annotations
 
 import argparse
+
+from pipeline.commands.paths import add_output, output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("import", help="copy a LeRobot or Diffusion-Policy dataset into an "
                             "iws episode store", description=__doc__)
     parser.add_argument("src", help="LeRobot v3.0 dataset root or Diffusion-Policy Zarr store")
-    parser.add_argument("dest", help="new iws episode store (an interrupted import resumes)")
+    add_output(parser, "new iws episode store (an interrupted import resumes)")
     parser.add_argument("--keys", help="DP stores: name arrays, iws=dp pairs, e.g. "
                         "top=img,state=state,action=action")
     parser.add_argument("--fps", type=float, help="DP stores: control rate (default 10)")
@@ -25,11 +27,12 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.export.zarr_dp import parse_key_map
     from pipeline.imports import import_dataset, open_dataset
 
+    out = output(args)
     options = {}
     if args.keys or args.fps is not None or args.task:
         options = {"keys": parse_key_map(args.keys), "fps": args.fps, "task": args.task}
     source = open_dataset(args.src, **options)
     with tqdm(total=source.n_frames, unit="frame", desc="import") as bar:
-        dest = import_dataset(source, args.dest, overwrite=args.overwrite, on_episode=bar.update)
+        dest = import_dataset(source, out, overwrite=args.overwrite, on_episode=bar.update)
     print(f"imported {len(source)} episodes ({source.n_frames} frames) into {dest}")
     return 0

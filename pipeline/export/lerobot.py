@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.export.lerobot_features import key_map, to_lerobot_features
+from pipeline.export.lerobot_features import camera_key_map, key_map, to_lerobot_features
 from pipeline.export.remote import export_to_remote
 from pipeline.export.stats import image_histogram
 from pipeline.imports import EpisodeSource, open_dataset
@@ -60,21 +60,25 @@ class EpisodeSummary:
 def export_lerobot(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.PathLike[str], *,
                    repo_id: str | None = None, task: str | None = None, vcodec: str = "libsvtav1",
                    workers: int = 1, overwrite: bool = False,
+                   camera_keys: dict[str, str] | None = None,
                    on_episode: Callable[[int], None] | None = None) -> Path | str:
     """Write `src` as a LeRobot v3.0 dataset at `dest` (a directory or s3:// prefix); returns `dest`.
 
     repo_id: the dataset's id (`LeRobotDataset(repo_id, root=dest)`); default `iws/<dest name>`.
     task: task text for episodes whose metadata has none. on_episode(frames) runs per episode.
+    camera_keys: camera -> LeRobot key where not `observation.images.<camera>`, e.g.
+    {"top": "observation.image"} for lerobot-eval's pusht environment (lerobot_features.py).
     The dataset appears at `dest` only when complete and verified.
     """
     source = src if isinstance(src, EpisodeSource) else open_dataset(src)
     if storage.is_remote(os.fspath(dest)):
         return export_to_remote(os.fspath(dest), overwrite=overwrite, write=lambda local: export_lerobot(
             source, local, repo_id=repo_id, task=task, vcodec=vcodec, workers=workers,
-            on_episode=on_episode))
+            camera_keys=camera_keys, on_episode=on_episode))
     dest = Path(dest).expanduser().absolute()
     repo_id = repo_id or f"iws/{dest.name}"
     fps = check_exportable(source.features, vcodec, repo_id)
+    camera_key_map(source.features, camera_keys)  # a bad key fails here, before any writing
     tasks = episode_tasks(source, task)
     if dest.exists() and not overwrite:
         raise SpecError(f"{dest} already exists; choose a new destination or pass --overwrite.")
@@ -85,10 +89,10 @@ def export_lerobot(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
         shards = _shards(len(source), workers)
         if len(shards) == 1:
             summaries = write_shard(source, shards[0], root, repo_id=repo_id, tasks=tasks,
-                                    vcodec=vcodec, on_episode=on_episode)
+                                    vcodec=vcodec, camera_keys=camera_keys, on_episode=on_episode)
         else:
             summaries = _write_parallel(source, shards, work, root, repo_id, tasks, vcodec,
-                                        on_episode)
+                                        on_episode, camera_keys)
         from pipeline.export.lerobot_repair import repair_and_verify
 
         repair_and_verify(root, summaries, fps)
@@ -133,16 +137,16 @@ def episode_tasks(source: EpisodeSource, fallback: str | None) -> list[str]:
 
 
 def write_shard(source: EpisodeSource, episodes: Sequence[int], root: Path, *, repo_id: str,
-                tasks: Sequence[str], vcodec: str,
+                tasks: Sequence[str], vcodec: str, camera_keys: dict[str, str] | None = None,
                 on_episode: Callable[[int], None] | None = None) -> list[EpisodeSummary]:
     """One lerobot writer: episodes `episodes` of `source` into a new dataset at `root`."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     spec = source.features
-    mapping = key_map(spec)  # iws key -> LeRobot key
+    mapping = key_map(spec, camera_keys)  # iws key -> LeRobot key
     cameras = set(spec.camera_names)
     dataset = LeRobotDataset.create(
-        repo_id, fps=int(round(spec.fps)), features=to_lerobot_features(spec), root=root,
+        repo_id, fps=int(round(spec.fps)), features=to_lerobot_features(spec, camera_keys), root=root,
         vcodec=vcodec, streaming_encoding=True, encoder_queue_maxsize=0)  # 0: unbounded queue
     summaries = []
     try:
@@ -225,14 +229,16 @@ def _init_worker(queue: Any) -> None:
 
 
 def _shard_job(source: EpisodeSource, episodes: range, root: Path, repo_id: str,
-               tasks: Sequence[str], vcodec: str) -> list[EpisodeSummary]:
+               tasks: Sequence[str], vcodec: str,
+               camera_keys: dict[str, str] | None) -> list[EpisodeSummary]:
     return write_shard(source, episodes, root, repo_id=repo_id, tasks=tasks, vcodec=vcodec,
-                       on_episode=_progress_queue.put if _progress_queue is not None else None)
+                       camera_keys=camera_keys, on_episode=_progress_queue.put if _progress_queue is not None else None)
 
 
 def _write_parallel(source: EpisodeSource, shards: list[range], work: Path, root: Path,
                     repo_id: str, tasks: Sequence[str], vcodec: str,
-                    on_episode: Callable[[int], None] | None) -> list[EpisodeSummary]:
+                    on_episode: Callable[[int], None] | None,
+                    camera_keys: dict[str, str] | None = None) -> list[EpisodeSummary]:
     from lerobot.datasets.aggregate import aggregate_datasets
 
     # spawn, not fork: the parent may hold torch/ray threads that a fork would copy mid-state.
@@ -242,7 +248,8 @@ def _write_parallel(source: EpisodeSource, shards: list[range], work: Path, root
     ids = [f"{repo_id}-shard{k:03d}" for k in range(len(shards))]
     with ProcessPoolExecutor(len(shards), mp_context=context, initializer=_init_worker,
                              initargs=(queue,)) as pool:
-        futures = [pool.submit(_shard_job, source, shard, shard_root, shard_id, tasks, vcodec)
+        futures = [pool.submit(_shard_job, source, shard, shard_root, shard_id, tasks, vcodec,
+                               camera_keys)
                    for shard, shard_root, shard_id in zip(shards, roots, ids, strict=True)]
         _drain(queue, futures, on_episode)
         summaries = [s for future in futures for s in future.result()]

@@ -6,6 +6,11 @@ state              observation.state              float32 (S,)
 action             action                         float32 (A,)
 <extra>            <extra>                        its dtype, shape (1,) for scalars
 
+A camera's key can be chosen (`camera_keys`, `iws export lerobot --camera-key`): LeRobot's
+simulated environments name a single camera `observation.image` (gym-pusht through
+`lerobot-eval --env.type=pusht`), and a policy trained on `observation.images.top` finds no such
+input there.
+
 Extras keep their bare names: a key under `observation.` would become a policy input in
 lerobot-train (dataset_to_policy_features), and extras such as block pose or success flags are
 bookkeeping, not observations a real robot would have.
@@ -24,11 +29,55 @@ ACTION_KEY = "action"
 # Columns lerobot adds to every dataset; never features of their own on the iws side.
 LEROBOT_DEFAULT_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
 _NOT_KEY_CHAR = re.compile(r"[^A-Za-z0-9_]")
+# A camera key LeRobot reads as a policy's image input, and that is also a safe folder name
+# (videos/<key>/...).
+_CAMERA_KEY = re.compile(r"observation\.image|observation\.images\.[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
-def key_map(features: FeatureSpec) -> dict[str, str]:
+def parse_camera_keys(entries: list[str] | None, cameras: tuple[str, ...]) -> dict[str, str]:
+    """`--camera-key` values ('top=observation.image', or 'observation.image' when there is one
+    camera) -> {camera: LeRobot key}."""
+    mapping: dict[str, str] = {}
+    for entry in entries or []:
+        camera, sep, key = (part.strip() for part in entry.rpartition("="))
+        if not sep:
+            if len(cameras) != 1:
+                raise SpecError(f"--camera-key {entry!r} names no camera, but the dataset has "
+                                f"{len(cameras)} ({list(cameras)}); write CAMERA=KEY, e.g. "
+                                f"{cameras[0] if cameras else 'top'}=observation.image.")
+            camera = cameras[0]
+        if camera in mapping:
+            raise SpecError(f"--camera-key names camera '{camera}' twice.")
+        mapping[camera] = key
+    return mapping
+
+
+def camera_key_map(features: FeatureSpec, camera_keys: dict[str, str] | None = None) -> dict[str, str]:
+    """Camera name -> LeRobot key: `observation.images.<camera>` unless `camera_keys` says
+    otherwise. SpecError for an unknown camera or a key LeRobot would not treat as a camera."""
+    camera_keys = camera_keys or {}
+    unknown = sorted(set(camera_keys) - set(features.camera_names))
+    if unknown:
+        raise SpecError(f"--camera-key names camera(s) {unknown}, which the dataset lacks; its "
+                        f"cameras are {list(features.camera_names)}.")
+    mapping = {cam: camera_keys.get(cam, CAMERA_PREFIX + cam) for cam in features.camera_names}
+    taken = [STATE_KEY, ACTION_KEY, *LEROBOT_DEFAULT_KEYS, *(e.name for e in features.extras)]
+    for cam, key in mapping.items():
+        if not _CAMERA_KEY.fullmatch(key) or key in taken:
+            raise SpecError(f"--camera-key gives camera '{cam}' the key {key!r}; use "
+                            "'observation.image' (what LeRobot's single-camera environments "
+                            "such as pusht feed a policy) or 'observation.images.<name>'.")
+    keys = list(mapping.values())
+    clashes = sorted({k for k in keys if keys.count(k) > 1})
+    if clashes:
+        raise SpecError(f"--camera-key gives several cameras the key(s) {clashes}; keys must be "
+                        "unique.")
+    return mapping
+
+
+def key_map(features: FeatureSpec, camera_keys: dict[str, str] | None = None) -> dict[str, str]:
     """iws data key -> LeRobot feature key, in store order."""
-    mapping = {cam: CAMERA_PREFIX + cam for cam in features.camera_names}
+    mapping = camera_key_map(features, camera_keys)
     if features.state_dim > 0:
         mapping["state"] = STATE_KEY
     mapping["action"] = ACTION_KEY
@@ -37,11 +86,13 @@ def key_map(features: FeatureSpec) -> dict[str, str]:
     return mapping
 
 
-def to_lerobot_features(features: FeatureSpec) -> dict[str, dict[str, Any]]:
+def to_lerobot_features(features: FeatureSpec,
+                        camera_keys: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
     """The `features` argument of LeRobotDataset.create for an iws FeatureSpec."""
     out: dict[str, dict[str, Any]] = {}
+    cameras = camera_key_map(features, camera_keys)
     for cam in features.cameras:
-        out[CAMERA_PREFIX + cam.name] = {"dtype": "video", "shape": (cam.height, cam.width, 3),
+        out[cameras[cam.name]] = {"dtype": "video", "shape": (cam.height, cam.width, 3),
                                          "names": ["height", "width", "channels"]}
     if features.state_dim > 0:
         out[STATE_KEY] = {"dtype": "float32", "shape": (features.state_dim,),

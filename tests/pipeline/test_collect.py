@@ -204,3 +204,19 @@ def test_config_and_mix_validation() -> None:
         CollectConfig(episodes=1, mix={"jump": 1.0})
     with pytest.raises(SpecError, match="at most 1024"):
         CollectConfig(episodes=1, resolution=2048)
+
+
+def test_output_is_positional_or_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`iws collect pusht OUT` and `--out OUT` are one command, as `iws export SRC DEST` is."""
+    args = ["--episodes", "1", "--steps", "5", "--workers", "1", "--no-progress"]
+    assert main(["collect", "pusht", str(tmp_path / "a.zarr"), *args]) == 0
+    assert main(["collect", "pusht", *args, "--out", str(tmp_path / "b.zarr")]) == 0
+    a, _, _ = _arrays(tmp_path / "a.zarr")
+    b, _, _ = _arrays(tmp_path / "b.zarr")
+    assert all(a[key].tobytes() == b[key].tobytes() for key in a)
+    assert main(["collect", "pusht", str(tmp_path / "c.zarr"), *args, "--out",
+                 str(tmp_path / "d.zarr")]) == 2
+    assert "different outputs" in capsys.readouterr().err
+    assert main(["collect", "pusht", *args]) == 2
+    assert "no output given" in capsys.readouterr().err
+    assert not (tmp_path / "c.zarr").exists() and not (tmp_path / "d.zarr").exists()

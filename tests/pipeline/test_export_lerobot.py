@@ -16,8 +16,10 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.export.lerobot import EpisodeSummary, check_exportable, export_lerobot
+from pipeline.export.lerobot_features import camera_key_map, parse_camera_keys
 from pipeline.export.lerobot_repair import ExportCheckError, repair_and_verify
 from pipeline.export.stats import image_histogram
+from pipeline.imports import open_dataset
 from pipeline.imports.lerobot import video_backend
 from schemas import CameraSpec, FeatureSpec, SpecError, pusht_features
 from sim_model.data.store import EpisodeStore
@@ -237,3 +239,48 @@ def test_reexport_to_the_same_path_is_read_fresh(source, tmp_path):
     expected = other.episode(0).frames["top"][0]
     pixels = (after.permute(1, 2, 0).numpy() * 255).round()
     assert psnr(pixels, expected) >= 27 and not np.array_equal(after.numpy(), before.numpy())
+
+
+def test_camera_key_matches_lerobots_pusht_environment(source, tmp_path, capsys):
+    """`--camera-key observation.image`: the key lerobot-eval --env.type=pusht feeds a policy;
+    lerobot's own loader reads the renamed export, and lerobot-train sees it as the image input."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    from lerobot.datasets.utils import dataset_to_policy_features
+    from lerobot.envs.configs import PushtEnv
+
+    assert PushtEnv().features_map["pixels"] == "observation.image"  # what the env names its camera
+    dest = tmp_path / "pusht_env_keys"
+    assert main(["export", "lerobot", source.path, "--out", str(dest), "--repo-id", REPO,
+                 "--vcodec", "h264", "--camera-key", "observation.image"]) == 0
+    ds = LeRobotDataset(REPO, root=dest, video_backend=video_backend())
+    assert CAM not in ds.features and ds.features["observation.image"]["shape"] == (32, 32, 3)
+    visual = {k for k, f in dataset_to_policy_features(ds.features).items() if f.type.name == "VISUAL"}
+    assert visual == {"observation.image"}
+    for idx in (0, 7, 23):
+        item = ds[idx]
+        e, t = int(item["episode_index"]), int(item["frame_index"])
+        pixels = (item["observation.image"].permute(1, 2, 0).numpy() * 255).round()
+        assert psnr(pixels, source.window(e, t, t + 1)["top"][0]) >= 27
+    stats = json.loads((dest / "meta/stats.json").read_text())["observation.image"]
+    assert np.min(stats["std"]) > 0  # the repair step fixed lerobot's zero image std here too
+    assert open_dataset(dest).features.camera_names == ("image",)  # iws import reads it too
+
+
+def test_camera_key_errors(source, tmp_path):
+    features = source.features
+    assert parse_camera_keys(None, ("top",)) == {}
+    assert parse_camera_keys(["observation.image"], ("top",)) == {"top": "observation.image"}
+    assert parse_camera_keys(["wrist=observation.images.hand"], ("top", "wrist")) == {
+        "wrist": "observation.images.hand"}
+    with pytest.raises(SpecError, match="CAMERA=KEY"):
+        parse_camera_keys(["observation.image"], ("top", "wrist"))
+    with pytest.raises(SpecError, match="twice"):
+        parse_camera_keys(["top=observation.image", "top=observation.images.a"], ("top",))
+    for bad in ("images.top", "observation.state", "observation.images.a/b", "action"):
+        with pytest.raises(SpecError, match="observation.image"):
+            camera_key_map(features, {"top": bad})
+    with pytest.raises(SpecError, match="lacks"):
+        camera_key_map(features, {"wrist": "observation.image"})
+    with pytest.raises(SpecError, match="--camera-key"):
+        export_lerobot(source, tmp_path / "x", repo_id=REPO, camera_keys={"top": "image"})
+    assert not (tmp_path / "x").exists()

@@ -163,3 +163,5 @@ def test_cli_import(lerobot_root, tmp_path, capsys):
     assert "no dataset at" in capsys.readouterr().err
     assert main(["import", str(lerobot_root), str(tmp_path / "y.zarr"), "--fps", "5"]) == 2
     assert "drop --keys/--fps/--task" in capsys.readouterr().err
+    assert main(["import", str(lerobot_root), "--out", str(tmp_path / "out.zarr")]) == 0
+    assert len(EpisodeStore.open(tmp_path / "out.zarr", "r")) == 3
