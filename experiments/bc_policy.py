@@ -4,10 +4,13 @@ Diffusion Policy, which take hours per run on 2 CPU cores.
 Input: the 96 x 96 frame and the agent position; output: the next `CHUNK` agent targets
 (canvas units, normalised to [-1, 1]), executed open loop for `EXECUTE` steps before the policy
 looks again (action chunking, as ACT and Diffusion Policy do). Trained with an L1 loss and
-random-shift augmentation on the episodes of an iws Zarr store. Checkpoints are safetensors
-weights plus a JSON config, like the world model's; nothing is pickled.
+random-shift augmentation on a LeRobot v3.0 dataset, read with lerobot's own `LeRobotDataset`
+(frames decoded from its videos, as lerobot-train sees them), or on an iws Zarr store.
+Checkpoints are safetensors weights plus a JSON config, like the world model's; nothing is
+pickled.
 
-    python -m experiments.bc_policy --data demos.zarr --out runs/bc_real --steps 3000 \
+    iws export lerobot demos.zarr demos_lerobot
+    python -m experiments.bc_policy --data demos_lerobot --out runs/bc_real --steps 3000 \
         --save-at 500,1500,3000
 """
 
@@ -26,6 +29,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from pipeline.imports.lerobot import is_lerobot_root
 from schemas import EpisodeSpec, FeatureSpec, SpecError
 from sim_model.data.store import EpisodeStore
 from workers.actions.base import Observation
@@ -68,8 +72,42 @@ class BCNet(nn.Module):
         return self.head(torch.cat([features, agent], 1)).view(-1, CHUNK, 2)
 
 
-def load_demos(path: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray]:
-    """Frames (N, 3, H, W) uint8, agent (N, 2) and action (N, 2) in [-1, 1], episode ends."""
+Demos = tuple[torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray]
+
+
+def load_demos(path: str) -> Demos:
+    """Frames (N, 3, H, W) uint8, agent (N, 2) and action (N, 2) in [-1, 1], episode ends, from
+    a LeRobot dataset root or an iws episode store."""
+    return load_lerobot_demos(path) if is_lerobot_root(path) else load_store_demos(path)
+
+
+def load_lerobot_demos(root: str) -> Demos:
+    """The demos of a LeRobot dataset, read with `LeRobotDataset` as lerobot-train reads them:
+    its first camera, `observation.state` and `action`."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from pipeline.imports.lerobot import video_backend
+
+    dataset = LeRobotDataset(f"local/{Path(root).name}", root=root, video_backend=video_backend())
+    features = dataset.features
+    cameras = [k for k, f in features.items() if f["dtype"] in ("video", "image")]
+    shapes = {k: tuple(features[k]["shape"]) if k in features else None
+              for k in ("observation.state", "action")}
+    if not cameras or set(shapes.values()) != {(2,)} or dataset.num_episodes == 0:
+        raise SpecError(f"{root}: the BC policy trains on PushT episodes (a camera, 2-D "
+                        f"observation.state and action); this dataset has cameras {cameras}, "
+                        f"shapes {shapes} and {dataset.num_episodes} episodes.")
+    frames, agent, actions = [], [], []
+    for batch in torch.utils.data.DataLoader(dataset, batch_size=64, num_workers=0):
+        frames.append((batch[cameras[0]] * 255).round().to(torch.uint8))  # (B, 3, H, W)
+        agent.append(batch["observation.state"])
+        actions.append(batch["action"])
+    ends = np.asarray(dataset.meta.episodes["dataset_to_index"], np.int64)
+    return torch.cat(frames), to_unit(torch.cat(agent)), to_unit(torch.cat(actions)), ends
+
+
+def load_store_demos(path: str) -> Demos:
+    """The demos of an iws episode store: its first camera, state and action."""
     store = EpisodeStore.open(path, "r")
     if store.features.state_dim != 2 or store.features.action_dim != 2 or len(store) == 0:
         raise SpecError(f"{path}: the BC policy trains on PushT episodes (2-D state and action); "
@@ -99,10 +137,12 @@ def shift(images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
 
 def train(data: str, out: Path, steps: int, save_at: Sequence[int], batch_size: int = 64,
           lr: float = 1e-3, seed: int = 0) -> list[Path]:
-    """Train on the store at `data`; write a checkpoint at each step in `save_at` (out/step-N)."""
+    """Train on the LeRobot dataset (or iws store) at `data`; write a checkpoint at each step in
+    `save_at` (out/step-N)."""
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     frames, agent, actions, ends = load_demos(data)
+    kind = "lerobot" if is_lerobot_root(data) else "iws"
     targets = chunk_targets(actions, ends)
     net = BCNet(frames.shape[-1])
     optimizer = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
@@ -121,7 +161,8 @@ def train(data: str, out: Path, steps: int, save_at: Sequence[int], batch_size: 
         if step % 250 == 0:
             log.info("step %d/%d: L1 %.4f (%.0f s)", step, steps, loss.item(), time.perf_counter() - started)
         if step in save_at:
-            written.append(save(net, out / f"step-{step}", {"data": Path(data).name, "steps": step,
+            written.append(save(net, out / f"step-{step}", {"data": Path(data).name, "format": kind,
+                                                            "steps": step,
                                                             "frames": len(frames), "episodes": len(ends),
                                                             "seconds": time.perf_counter() - started}))
     return written
@@ -168,7 +209,8 @@ class BCPolicy:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True, help="iws Zarr store of PushT demonstrations")
+    parser.add_argument("--data", required=True, help="LeRobot dataset root (or iws Zarr store) "
+                        "of PushT demonstrations")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--save-at", default="", help="comma-separated steps (the last is always saved)")

@@ -8,8 +8,10 @@
    needed); episodes the pixel scorer calls a success, cut the same way, are kept until there
    are N (or the attempts run out).
    As a control, the first N attempts also go, kept or not, to an unfiltered store.
-3. The same small image-based BC policy (experiments/bc_policy.py) is trained on each set with the
-   same steps and seed.
+3. Each set is exported as a user would train on it (`iws export lerobot`, the camera under
+   `observation.image` as in docs/lerobot.md), and the same small image-based BC policy
+   (experiments/bc_policy.py) is trained on each export, read with lerobot's `LeRobotDataset`,
+   with the same steps and seed.
 4. Both policies run in gym-pusht from the same >= 50 held-out initial states (seeds disjoint
    from the demos'); the table reports mean best coverage, mean final coverage and success rate
    with 95% intervals, and the synthetic/real ratios (the paper's claim: near 1).
@@ -34,6 +36,7 @@ from experiments.bc_policy import BCPolicy, train
 from pipeline.evaluation.policy import roll_world_model
 from pipeline.evaluation.pusht_truth import roll_pusht, seeded_states
 from pipeline.evaluation.stats import bootstrap_mean_interval, wilson_interval
+from pipeline.export.lerobot import export_lerobot
 from pipeline.pusht.demonstrator import PushTDemonstrator
 from pipeline.pusht.env import wrapped_pose
 from pipeline.pusht.scorer import coverage_trace
@@ -241,7 +244,7 @@ def main() -> None:
     real = collect_real(args.work / "real.zarr", args.demos, args.real_attempts, args.horizon)
     policies = {}
     steps = sorted({int(s) for s in args.save_at.split(",") if s} | {args.policy_steps})
-    policies["real"] = _trained(args.work / "real.zarr", args.work / "bc_real", args.policy_steps, steps)
+    policies["real"] = _trained(real, args.work / "bc_real", args.policy_steps, steps)
     if args.stop_after == "real":
         return
     model = WorldModel.load(args.model)
@@ -254,10 +257,10 @@ def main() -> None:
         log.warning("no synthetic demonstration succeeded in %d attempts: the filtered side has no "
                     "data to train on", used)
     else:
-        policies["synthetic"] = _trained(args.work / "synthetic.zarr", args.work / "bc_synthetic",
-                                         args.policy_steps, steps)
-    policies["unfiltered"] = _trained(args.work / "synthetic_unfiltered.zarr",
-                                      args.work / "bc_synthetic_unfiltered", args.policy_steps, steps)
+        policies["synthetic"] = _trained(synthetic, args.work / "bc_synthetic", args.policy_steps,
+                                         steps)
+    policies["unfiltered"] = _trained(unfiltered, args.work / "bc_synthetic_unfiltered",
+                                      args.policy_steps, steps)
     if args.stop_after == "train":
         return
     scores = {}
@@ -276,9 +279,24 @@ def main() -> None:
     print(write_results(args.results, meta, scores))
 
 
-def _trained(data: Path, out: Path, steps: int, save_at: list[int]) -> Path:
+def exported(store: EpisodeStore, dest: Path) -> Path:
+    """The LeRobot copy of `store` a user would train on, camera under gym-pusht's
+    `observation.image`; made again when the store has grown since (a resumed collection)."""
+    if dest.exists():
+        from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
+
+        if LeRobotDatasetMetadata(f"iws/{dest.name}", root=dest).total_episodes == len(store):
+            return dest
+    camera = store.features.camera_names[0]
+    return Path(export_lerobot(store, dest, repo_id=f"iws/{dest.name}", overwrite=True,
+                               camera_keys={camera: "observation.image"}))
+
+
+def _trained(store: EpisodeStore, out: Path, steps: int, save_at: list[int]) -> Path:
+    """The BC policy trained for `steps` on the LeRobot export of `store` (OUT_lerobot beside it)."""
     final = out / f"step-{steps}"
     if not (final / "policy.json").exists():
+        data = exported(store, Path(store.path).with_name(f"{Path(store.path).stem}_lerobot"))
         train(str(data), out, steps, save_at)
     return final
 

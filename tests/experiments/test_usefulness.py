@@ -1,13 +1,16 @@
-"""The usefulness experiment's synthetic side on a tiny model, and its results table."""
+"""The usefulness experiment's synthetic side on a tiny model, its training through the LeRobot
+export, and its results table."""
 
 import json
 
 import numpy as np
 
 from experiments import usefulness
-from experiments.usefulness import collect_synthetic, summary, write_results
+from experiments.bc_policy import from_unit, load_demos
+from experiments.usefulness import collect_synthetic, exported, summary, write_results
 from sim_model.data.store import EpisodeStore
 from sim_model.world_model import WorldModel
+from tests.fixtures.store import build_tiny_pusht_store
 
 
 def test_synthetic_side_fills_the_unfiltered_control(tiny_checkpoint, tiny_pusht_store, tmp_path, monkeypatch):
@@ -43,3 +46,27 @@ def test_results_table_reports_ratios_and_a_missing_side(tmp_path):
     assert lines[4].split("|")[6].strip() == f"{0.2 / 0.54:.2f}"  # coverage ratio to real
     assert json.loads((tmp_path / "usefulness.json").read_text())["unfiltered_demos"] == 40
     assert (tmp_path / "usefulness.png").stat().st_size > 0
+
+
+def test_bc_trains_on_the_lerobot_export(tmp_path):
+    """The policy learns from what a user would train on: the LeRobot export of the demos, read
+    with lerobot's LeRobotDataset (decoded video frames), not from the iws store."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
+
+    demos = build_tiny_pusht_store(tmp_path)  # tmp_path/store.zarr
+    policy = usefulness._trained(demos, tmp_path / "bc_real", steps=2, save_at=[2])
+    config = json.loads((policy / "policy.json").read_text())
+    assert config["data"] == "store_lerobot" and config["format"] == "lerobot"
+    assert config["episodes"] == 3 and config["frames"] == demos.n_frames
+    root = tmp_path / "store_lerobot"
+    meta = LeRobotDatasetMetadata("iws/store_lerobot", root=root)
+    assert "observation.image" in meta.features  # the key lerobot-eval's pusht env feeds
+    frames, agent, actions, ends = load_demos(str(root))
+    arrays, store_ends = demos.load_all()
+    assert ends.tolist() == store_ends.tolist()
+    np.testing.assert_allclose(from_unit(actions), arrays["action"], atol=1e-3)
+    np.testing.assert_allclose(from_unit(agent), arrays["state"], atol=1e-3)
+    pixels = frames.permute(0, 2, 3, 1).numpy().astype(np.float64)
+    error = np.abs(pixels - arrays["top"])
+    assert 0 < error.mean() <= 6  # decoded from the lossy video: close to, not equal to, the store
+    assert exported(demos, root) == root  # an up-to-date export is reused, not written again
