@@ -1,9 +1,12 @@
-"""lerobot-train (offline, CPU, subprocess) trains ACT and Diffusion Policy on an iws export.
+"""lerobot-train (offline, CPU, subprocess) trains ACT and Diffusion Policy on an iws export,
+and lerobot-eval runs such a policy in gym-pusht (the round trip of docs/lerobot.md).
 
-Tiny on purpose: 3 episodes x 20 steps at 32x32, batch 2, 10 steps, small networks. Each run is
-~10 s of training after ~30 s of lerobot start-up on the 2-core CI machine.
+Tiny on purpose: 3 episodes x 20 steps at 32x32 (96x96, gym-pusht's size, for the round trip),
+batch 2, 10 steps, small networks. Each run is ~10 s of training after ~30 s of lerobot start-up
+on the 2-core CI machine.
 """
 
+import json
 import math
 import os
 import re
@@ -20,6 +23,7 @@ from tests.fixtures.store import make_pusht_episode
 
 pytestmark = pytest.mark.slow
 REPO = "iws/train_tiny"
+REPO_ENV = "iws/pusht_env_tiny"
 COMMON = ["--steps=10", "--batch_size=2", "--num_workers=0", "--log_freq=5", "--eval_freq=0",
           "--save_checkpoint=false", "--wandb.enable=false", "--policy.device=cpu",
           "--policy.push_to_hub=false"]
@@ -46,12 +50,20 @@ def dataset(tmp_path_factory) -> Path:
     return export_lerobot(store, tmp_path_factory.mktemp("lr") / "train_tiny", repo_id=REPO)
 
 
-@pytest.mark.parametrize("policy", sorted(POLICIES))
-def test_lerobot_train_runs(dataset, tmp_path, policy):
-    script = Path(sys.executable).with_name("lerobot-train")
-    command = [str(script), f"--dataset.repo_id={REPO}", f"--dataset.root={dataset}",
-               f"--policy.type={policy}", f"--output_dir={tmp_path / 'run'}",
-               *COMMON, *POLICIES[policy]]
+@pytest.fixture(scope="module")
+def pusht_env_dataset(tmp_path_factory) -> Path:
+    """96x96 frames as gym-pusht renders them, the camera under lerobot-eval's pusht key."""
+    features = pusht_features(resolution=96)
+    store = EpisodeStore.create(tmp_path_factory.mktemp("src96") / "store.zarr", features)
+    for index in range(3):
+        store.append(make_pusht_episode(features, index, 20))
+    return export_lerobot(store, tmp_path_factory.mktemp("lr96") / "pusht_env", repo_id=REPO_ENV,
+                          camera_keys={"top": "observation.image"})
+
+
+def _lerobot(script: str, *args: str) -> str:
+    """Run a lerobot console script offline; its log, after asserting it succeeded."""
+    command = [str(Path(sys.executable).with_name(script)), *args]
     # One intra-op thread unless told otherwise: these nets are tiny, and spinning OpenMP
     # threads on a busy 2-core machine cost more than they bring.
     env = {"OMP_NUM_THREADS": "1", **os.environ, "HF_HUB_OFFLINE": "1",
@@ -59,6 +71,31 @@ def test_lerobot_train_runs(dataset, tmp_path, policy):
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-4000:]
+    return log
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_lerobot_train_runs(dataset, tmp_path, policy):
+    log = _lerobot("lerobot-train", f"--dataset.repo_id={REPO}", f"--dataset.root={dataset}",
+                   f"--policy.type={policy}", f"--output_dir={tmp_path / 'run'}",
+                   *COMMON, *POLICIES[policy])
     assert "End of training" in log
     losses = [float(x) for x in re.findall(r"step:\d+ .*?loss:([-\d.e+na]+)", log)]
     assert len(losses) == 2 and all(math.isfinite(x) for x in losses), losses
+
+
+def test_policy_trained_on_the_export_runs_in_lerobot_eval_pusht(pusht_env_dataset, tmp_path):
+    """collect -> export --camera-key observation.image -> lerobot-train -> lerobot-eval in
+    gym-pusht, with no rename: the policy's image input is the key the environment feeds."""
+    train = [*COMMON, "--steps=4"]
+    train[train.index("--save_checkpoint=false")] = "--save_checkpoint=true"
+    _lerobot("lerobot-train", f"--dataset.repo_id={REPO_ENV}", f"--dataset.root={pusht_env_dataset}",
+             "--policy.type=act", f"--output_dir={tmp_path / 'run'}", *train, *POLICIES["act"])
+    policy = tmp_path / "run/checkpoints/last/pretrained_model"
+    assert "observation.image" in json.loads((policy / "config.json").read_text())["input_features"]
+    log = _lerobot("lerobot-eval", f"--policy.path={policy}", "--env.type=pusht",
+                   "--env.episode_length=10", "--eval.n_episodes=1", "--eval.batch_size=1",
+                   "--policy.device=cpu", f"--output_dir={tmp_path / 'eval'}")
+    assert "End of eval" in log
+    overall = json.loads((tmp_path / "eval/eval_info.json").read_text())["overall"]
+    assert overall["n_episodes"] == 1 and math.isfinite(overall["avg_sum_reward"])
