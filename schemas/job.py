@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 _MODULE_ATTR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+# Keys LeRobot reads as a camera input (mirrors pipeline.export.lerobot_features._CAMERA_KEY).
+_LEROBOT_CAMERA_KEY = re.compile(r"observation\.image|observation\.images\.[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 class InitSpec(BaseModel):
@@ -124,6 +126,19 @@ class OutputSpec(BaseModel):
         default_factory=lambda: ["zarr"], min_length=1,  # type: ignore[arg-type]
         description="Datasets to produce at the end: 'zarr' -> dataset.zarr (Diffusion Policy layout), "
         "'lerobot' -> lerobot/ (LeRobot v3.0, via pipeline.export.lerobot; implies zarr).")
+    lerobot_camera_keys: dict[str, str] = Field(
+        default_factory=dict, description="LeRobot key of a camera in lerobot/ where not "
+        "'observation.images.<camera>', e.g. {top: observation.image}, the camera key of "
+        "lerobot-eval --env.type=pusht (as `iws export lerobot --camera-key`; docs/lerobot.md).")
+
+    @field_validator("lerobot_camera_keys")
+    @classmethod
+    def _camera_keys_are_lerobot_image_keys(cls, keys: dict[str, str]) -> dict[str, str]:
+        for camera, key in keys.items():
+            if not _LEROBOT_CAMERA_KEY.fullmatch(key):
+                raise ValueError(f"camera '{camera}' -> {key!r}: use 'observation.image' or "
+                                 "'observation.images.<name>'")
+        return keys
 
 
 class FilterSpec(BaseModel):

@@ -33,4 +33,6 @@ class ExportRecord(BaseModel):
     uri: str = Field(description="Where the export lives.")
     sources: str = Field(description="Digest of the (episode id, checksum) list it was made from.")
     episodes: int = Field(ge=0, description="Episodes exported.")
+    camera_keys: dict[str, str] = Field(default_factory=dict, description="Cameras exported under "
+                                        "other keys than the default (output.lerobot_camera_keys).")
     finished: str = Field(description="ISO-8601 UTC time the export was completed.")

@@ -110,29 +110,31 @@ def _merge(out: str, records: list[EpisodeRecord], merged: EpisodeStore) -> list
 def export_lerobot(spec: JobSpec, src_zarr: str, *, refresh: bool = False) -> str:
     """Hook to the LeRobot exporter (pipeline.export.lerobot): OUT/lerobot from dataset.zarr.
 
-    Skipped when its completion marker says it was made from this very dataset.zarr, unless
-    `refresh`. The marker is removed before and written after the export, so an export that
+    Skipped when its completion marker says it was made from this very dataset.zarr with the
+    same output.lerobot_camera_keys, unless `refresh`. The marker is removed before and written after the export, so an export that
     died part way (objects under OUT/lerobot, no marker) is redone, never taken as finished."""
     out = spec.output.path
     dest, marker = storage.join(out, LEROBOT_DIR), storage.join(out, LEROBOT_DONE)
     source = EpisodeStore.open(src_zarr, "r")
     sources = source.attr(SOURCES_ATTR)
-    if not refresh and _export_matches(marker, sources) and storage.exists(dest):
+    cameras = spec.output.lerobot_camera_keys
+    if not refresh and _export_matches(marker, sources, cameras) and storage.exists(dest):
         log.info("%s is up to date", dest)
         return dest
     storage.remove_file(marker)
     exporter = importlib.import_module(LEROBOT_EXPORTER)
     exporter.export_lerobot(src_zarr, dest, repo_id=lerobot_repo_id(spec.name), task=spec.task or None,
-                            overwrite=True)
+                            camera_keys=cameras, overwrite=True)
     done = ExportRecord(format="lerobot", uri=dest, sources=str(sources), episodes=len(source),
-                        finished=now())
+                        camera_keys=cameras, finished=now())
     storage.write_atomic(marker, done.model_dump_json(indent=1))
     return dest
 
 
-def _export_matches(marker: str, sources: object) -> bool:
+def _export_matches(marker: str, sources: object, camera_keys: dict[str, str]) -> bool:
     text = storage.try_read_text(marker)
     try:
-        return text is not None and ExportRecord.model_validate_json(text).sources == sources
+        done = None if text is None else ExportRecord.model_validate_json(text)
+        return done is not None and done.sources == sources and done.camera_keys == camera_keys
     except ValidationError:  # a damaged marker: export again
         return False

@@ -55,3 +55,19 @@ def test_a_regenerated_episode_refreshes_dataset_zarr_and_the_export(tmp_path: P
     export_lerobot(spec, zarr_uri, refresh=False)
     expected = make_pusht_episode(FEATURES, 7, 5).action
     np.testing.assert_array_equal(_exported_actions(lerobot, 1), expected)
+
+
+def test_camera_keys_of_the_spec_reach_the_export_and_a_change_redoes_it(tmp_path: Path) -> None:
+    from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
+
+    out = str(tmp_path / "out")
+    output = {"path": out, "formats": ["zarr", "lerobot"]}
+    plain = JobSpec.model_validate(job_dict("model", {"images": ["x.png"]}, out, output=output))
+    pusht_env = JobSpec.model_validate(job_dict("model", {"images": ["x.png"]}, out, output={
+        **output, "lerobot_camera_keys": {"top": "observation.image"}}))
+    zarr_uri, _ = consolidate(out, [_commit(out, i) for i in range(2)], FEATURES)
+    lerobot = Path(export_lerobot(plain, zarr_uri))
+    assert "observation.images.top" in LeRobotDatasetMetadata("iws/tiny", root=lerobot).features
+    export_lerobot(pusht_env, zarr_uri)  # same episodes, other keys: not up to date
+    features = LeRobotDatasetMetadata("iws/tiny", root=lerobot).features
+    assert "observation.image" in features and "observation.images.top" not in features

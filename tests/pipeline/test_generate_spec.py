@@ -72,6 +72,8 @@ def test_unreadable_yaml(tmp_path: Path, text: str, message: str) -> None:
     ({"action_sources": {"a": {"kind": "teleport"}}}, "action_sources.a"),
     ({"action_sources": {"a": {"kind": "replay"}}}, "field 'action_sources.a.replay.path' is required"),
     ({"device": "cuda"}, "needs resources.num_gpus > 0"),
+    ({"output": {"path": "out", "lerobot_camera_keys": {"top": "image"}}},
+     "output.lerobot_camera_keys"),
 ])
 def test_invalid_fields_are_named(tmp_path: Path, change: dict, message: str) -> None:
     job = {**job_dict("m", {"images": ["x.png"]}, "out"), **change}
