@@ -185,7 +185,7 @@ def test_group_actions_mix_sources_row_by_row() -> None:
                                                      "StatefulPolicy", "scripted:push"]
 
 
-def save_tiny_act(directory) -> None:
+def save_tiny_act(directory, image_key: str = "observation.images.top") -> None:
     """A randomly initialised, tiny ACT policy for 32x32 PushT, saved the way lerobot-train does."""
     import torch
     from lerobot.configs.types import FeatureType, PolicyFeature
@@ -195,7 +195,7 @@ def save_tiny_act(directory) -> None:
 
     torch.manual_seed(0)
     cfg = ACTConfig(
-        input_features={"observation.images.top": PolicyFeature(type=FeatureType.VISUAL, shape=(3, 32, 32)),
+        input_features={image_key: PolicyFeature(type=FeatureType.VISUAL, shape=(3, 32, 32)),
                         "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(2,))},
         output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(2,))},
         chunk_size=4, n_action_steps=2, dim_model=32, dim_feedforward=64, n_heads=2,
@@ -203,7 +203,7 @@ def save_tiny_act(directory) -> None:
         device="cpu")
     stats = {"observation.state": {"mean": torch.full((2,), 256.0), "std": torch.full((2,), 100.0)},
              "action": {"mean": torch.full((2,), 256.0), "std": torch.full((2,), 100.0)},
-             "observation.images.top": {"mean": torch.zeros(3, 1, 1), "std": torch.ones(3, 1, 1)}}
+             image_key: {"mean": torch.zeros(3, 1, 1), "std": torch.ones(3, 1, 1)}}
     pre, post = make_pre_post_processors(cfg, dataset_stats=stats)
     for part in (ACTPolicy(cfg), pre, post):
         part.save_pretrained(directory)
@@ -224,3 +224,13 @@ def test_lerobot_pretrained_policy_directory(tmp_path) -> None:
     source.reset(specs(3), no_state)
     with pytest.raises(SpecError, match="needs observation.state"):
         source.actions(0, no_state)
+
+
+def test_lerobot_policy_trained_on_gym_pushts_camera_key(tmp_path) -> None:
+    """A policy trained on `iws export lerobot --camera-key observation.image` (what
+    lerobot-eval --env.type=pusht feeds) also runs inside the world model."""
+    save_tiny_act(tmp_path / "act", image_key="observation.image")
+    source = make_action_source(PolicySource(policy=str(tmp_path / "act")), FEATURES)
+    frames = np.random.default_rng(0).integers(0, 255, (2, 1, 32, 32, 3), dtype=np.uint8)
+    actions = run(source, specs(2, horizon=3), Observation(frames, np.full((2, 2), 200.0, np.float32)))
+    assert actions.shape == (2, 3, 2) and np.isfinite(actions).all()

@@ -84,6 +84,10 @@ class LeRobotPolicy:
             self.preprocess, self.postprocess = make_pre_post_processors(config, pretrained_path=str(path))
         wanted = set(config.input_features)
         self.image_keys = [f"observation.images.{c}" for c in features.camera_names]
+        if len(self.image_keys) == 1 and "observation.image" in wanted:
+            # Trained on an export with `--camera-key observation.image` (gym-pusht's key in
+            # lerobot-eval): the one camera is that input.
+            self.image_keys = ["observation.image"]
         missing = [k for k in wanted if k not in self.image_keys and k != "observation.state"]
         if missing:
             raise SpecError(f"policy {path} expects inputs {missing} that the world model does not produce "
