@@ -4,7 +4,8 @@ moment and then resumed; after every trial the output is checked against an undi
     python benchmarks/chaos.py --trials 200 --write benchmarks/results/chaos.md   # about 1 h here
     python benchmarks/chaos.py --trials 5                                          # CI's short version
 
-Faults, one per trial in turn, at a moment drawn uniformly over an undisturbed run's wall time:
+Faults, one per trial in turn, at a moment drawn uniformly over how long a whole run takes (the
+median of the last few):
 
     replica        SIGKILL one replica actor process; Ray restarts it and the run goes on
     driver         SIGKILL the driver process; a new driver resumes the job
@@ -149,6 +150,15 @@ class Soak:
     reference: dict[str, str] = field(default_factory=dict)  # episode id -> checksum
     wall_s: dict[str, float] = field(default_factory=dict)  # backend -> undisturbed driver time
 
+    recent: dict[str, list[float]] = field(default_factory=dict)
+
+    def observe(self, backend: str, run_s: float) -> None:
+        """Fault moments are drawn over the median of the last whole runs: a shared machine's
+        load drifts, and a stale estimate would put faults after the end of most runs."""
+        runs = self.recent.setdefault(backend, [])
+        runs[:] = [*runs[-4:], run_s]
+        self.wall_s[backend] = statistics.median(runs)
+
     def output(self, backend: str, name: str) -> str:
         return f"s3://{BUCKET}/{name}" if backend == "s3" else str(self.work / name / "out")
 
@@ -292,6 +302,8 @@ def run_trial(soak: Soak, index: int, kind: str, backend: str, rng: random.Rando
             trial.landed = True
     trial.exits = [wait(d) for d in running]
     trial.driver_s = [d.ended - began for d in running]  # type: ignore[attr-defined]
+    if trial.exits[0] == 0 and kind != "second-driver":  # a whole run: how long runs take now
+        soak.observe(backend, trial.driver_s[0])
     if kind == "second-driver" and len(trial.exits) == 2:
         trial.detail = _second_driver_outcome(trial.exits, logs)
     while 0 not in trial.exits and len(trial.exits) < MAX_DRIVERS:
@@ -418,7 +430,7 @@ def reference_runs(soak: Soak) -> None:
         out = soak.output(backend, f"reference-{backend}")
         began = time.monotonic()
         code = wait(soak.start_driver(out, soak.work / f"reference-{backend}.log"))
-        soak.wall_s[backend] = time.monotonic() - began
+        soak.observe(backend, time.monotonic() - began)
         if code != 0:
             raise SystemExit(f"the undisturbed {backend} run failed (exit {code}):\n"
                              + (soak.work / f"reference-{backend}.log").read_text(errors="replace")[-3000:])
@@ -464,8 +476,8 @@ def table(trials: list[Trial], soak: Soak, elapsed_s: float, command: str) -> st
         f"Job: tiny model, {EPISODES} episodes x {HORIZON} steps in groups of {BATCH}, {REPLICAS} "
         "replicas on one local Ray (2 CPUs), drivers joined with --address, zarr output; the s3 "
         "rows write to a real SeaweedFS behind a cuttable TCP proxy. Fault moments drawn uniformly "
-        f"over the undisturbed run's wall time (local {soak.wall_s['local']:.1f} s, s3 "
-        f"{soak.wall_s['s3']:.1f} s). \"landed\": the fault hit while the job ran; the others "
+        f"over the median of the last 5 whole runs (at the end: local {soak.wall_s['local']:.1f} s, "
+        f"s3 {soak.wall_s['s3']:.1f} s). \"landed\": the fault hit while the job ran; the others "
         "found it finished and check a plain resume.", "",
         *rows, "",
         f"Second drivers: {dict(outcomes)}. Writer kills: {dict(writers)}.", "",
