@@ -1,10 +1,10 @@
 """WorldModelReplica: loads a checkpoint once, then rolls fixed groups of episodes in lockstep.
 
-It is a plain callable class with no Ray import: the driver hands it to Ray Data's
-`map_batches(..., compute=ActorPoolStrategy(size=replicas))`, which makes each replica an actor
-(restarted if killed, its batch retried) and streams groups to whichever replica is free. One
-input row is one *group*: the JSON list of EpisodeSpecs that always roll together, so a retried
-group replays exactly the same batch and writes byte-identical episodes.
+It is a plain class with no Ray import: the driver makes each replica a Ray actor
+(pipeline/generate/ray_exec.py; restarted if killed, its call retried) and hands groups to
+whichever replica is free, and rolls groups in-process with one while Ray starts. One call is one
+*group*: the JSON list of EpisodeSpecs that always roll together, so a retried group replays
+exactly the same batch and writes byte-identical episodes.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,7 +24,14 @@ from workers.init_frames import load_init
 from workers.scoring import resolve_scorer, score_episode
 from workers.writer import episode_features, read_commit, write_episode
 
+if TYPE_CHECKING:
+    from sim_model.world_model import WorldModel
+
 log = logging.getLogger(__name__)
+
+
+class GroupAbandoned(Exception):
+    """A rollout stopped on request before anything of its group was written."""
 
 
 def resolve_device(device: str) -> str:
@@ -35,43 +44,50 @@ def resolve_device(device: str) -> str:
 
 
 class WorldModelReplica:
-    """One model replica. `__call__` maps a batch of groups to the records of their episodes."""
+    """One model replica. `roll_json` maps a group to the records of its episodes."""
 
-    def __init__(self, job: str, out: str) -> None:
+    def __init__(self, job: str, out: str, model: WorldModel | None = None) -> None:
         self.job = JobSpec.model_validate_json(job)
         self.out = out
-        # A user error (bad checkpoint, policy, scorer) is reported as a row, not raised: Ray
+        self.abandon: Callable[[], bool] | None = None  # polled every step; True: GroupAbandoned
+        # A user error (bad checkpoint, policy, scorer) is reported as a value, not raised: Ray
         # wraps exceptions in its own types and keeps only their text.
         self.error = ""
         try:
-            self._setup()
+            self._setup(model)
         except SpecError as error:
             self.error = str(error)
 
-    def _setup(self) -> None:
+    @classmethod
+    def with_model(cls, job: JobSpec, out: str, model: WorldModel) -> WorldModelReplica:
+        """A replica around a model already loaded (on job.device), e.g. the one preflight loaded."""
+        return cls(job.model_dump_json(), out, model)
+
+    def _setup(self, model: WorldModel | None) -> None:
         from sim_model.world_model import WorldModel
 
         self.device = resolve_device(self.job.device)
-        self.wm = WorldModel.load(self.job.model, device=self.device)
+        self.wm = model if model is not None else WorldModel.load(self.job.model, device=self.device)
         self.features = episode_features(self.wm.features, self.wm.has_state)
         self.sources = {name: make_action_source(cfg, self.wm.features, self.device)
                         for name, cfg in self.job.action_sources.items()}
         self.scorer = resolve_scorer(self.job.filter.scorer) if self.job.filter else None
         log.info("replica ready: model %s on %s", self.wm.checkpoint_hash, self.device)
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """{"episodes": [group JSON]} -> {"record": [EpisodeRecord JSON], "error": [""]}; on a user
-        error a single row with an empty record and the message."""
-        records: list[str] = []
+    def ready(self) -> str:
+        """"" once the model is loaded, else the user error that stopped it (bad checkpoint...)."""
+        return self.error
+
+    def roll_json(self, group: str) -> tuple[list[str], str]:
+        """Group JSON (a list of EpisodeSpecs) -> (EpisodeRecord JSONs, ""); on a user error
+        ([], the message)."""
         try:
             if self.error:
                 raise SpecError(self.error)
-            for group in batch["episodes"]:
-                specs = [EpisodeSpec.model_validate(item) for item in json.loads(str(group))]
-                records.extend(r.model_dump_json() for r in self.roll_group(specs))
+            specs = [EpisodeSpec.model_validate(item) for item in json.loads(group)]
+            return [r.model_dump_json() for r in self.roll_group(specs)], ""
         except SpecError as error:
-            return {"record": np.array([""], dtype=object), "error": np.array([str(error)], dtype=object)}
-        return {"record": np.array(records, dtype=object), "error": np.array([""] * len(records), dtype=object)}
+            return [], str(error)
 
     def roll_group(self, specs: list[EpisodeSpec]) -> list[EpisodeRecord]:
         """Roll a group in lockstep and commit every episode not committed yet."""
@@ -115,6 +131,8 @@ class WorldModelReplica:
             actions[:, t] = driver.actions(t, obs)
             if t == horizon - 1:
                 break
+            if self.abandon is not None and self.abandon():
+                raise GroupAbandoned(f"group {specs[0].episode_id}.. abandoned at step {t}")
             res = self.wm.step(actions[:, t])
             frames[:, t + 1] = res.frames
             if state is not None and res.state is not None:

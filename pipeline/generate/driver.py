@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from pipeline.generate import outputs
 from pipeline.generate.consolidate import DamagedEpisodes, consolidate, export_lerobot
-from pipeline.generate.expand import groups
+from pipeline.generate.expand import job_groups
 from pipeline.generate.preflight import Plan, preflight
 from pipeline.generate.preview import write_preview
 from pipeline.generate.spec import spec_hash
@@ -74,8 +74,8 @@ def _check_complete(plan: Plan, records: dict[str, EpisodeRecord]) -> list[Episo
 
 
 def run_job(spec: JobSpec, *, address: str | None = None, overwrite: bool = False,
-            take_over: bool = False, on_progress: Callable[[Progress], None] | None = None,
-            show_ray_progress: bool = False) -> RunManifest:
+            take_over: bool = False, on_progress: Callable[[Progress], None] | None = None
+            ) -> RunManifest:
     """Generate (or resume) the job; returns the final manifest. Raises SpecError on a bad spec,
     LeaseHeld (a SpecError naming the owner) when another run owns the output; `take_over` takes
     it from that run even though its lease looks live (see workers/lease.py).
@@ -86,7 +86,7 @@ def run_job(spec: JobSpec, *, address: str | None = None, overwrite: bool = Fals
     with hold(spec.output.path, job=spec.name, take_over=take_over) as lease:
         outputs.claim_output(spec, overwrite=overwrite)
         outputs.remove_partial_writes(spec.output.path, lease)
-        return _JobRun(plan, lease, on_progress, began).run(address, show_ray_progress)
+        return _JobRun(plan, lease, on_progress, began).run(address)
 
 
 class _JobRun:
@@ -104,11 +104,11 @@ class _JobRun:
         self.progress = Progress(total=self.spec.episodes, done=len(self.done), resumed=len(self.done))
         self.last_write = time.monotonic()
 
-    def run(self, address: str | None, show_ray_progress: bool) -> RunManifest:
+    def run(self, address: str | None) -> RunManifest:
         self.write_manifest()
         self._notify()
         for _ in range(REPAIR_PASSES):
-            self.generate(address, show_ray_progress)
+            self.generate(address)
             records = _check_complete(self.plan, self.done)
             kept = [r for r in records if is_kept(self.spec.filter, r.success)]
             try:
@@ -121,9 +121,9 @@ class _JobRun:
                         f"passes of regenerating them; check the storage under {self.out} (disk errors, "
                         "another program writing there?).")
 
-    def generate(self, address: str | None, show_ray_progress: bool) -> None:
+    def generate(self, address: str | None) -> None:
         """Roll every group with an uncommitted episode, then clear what killed writers left."""
-        pending = [g for g in groups(self.plan.episodes, self.spec.batch_size)
+        pending = [g for g in job_groups(self.spec, self.plan.episodes)
                    if any(e.episode_id not in self.done for e in g)]
         log.info("job %s: %d/%d episodes committed, %d groups to roll", self.spec.name, len(self.done),
                  self.spec.episodes, len(pending))
@@ -132,8 +132,7 @@ class _JobRun:
         from pipeline.generate.ray_exec import execute
 
         try:
-            execute(self.spec, pending, address=address, on_record=self.on_record,
-                    show_ray_progress=show_ray_progress)
+            execute(self.spec, pending, address=address, on_record=self.on_record, model=self.plan.model)
         finally:
             if not self.lease.lost:  # what is committed stays; a rerun resumes from here
                 self.done.update(self._markers())

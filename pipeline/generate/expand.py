@@ -3,6 +3,14 @@
 Ids and seeds derive from (job name, job seed, index) alone, so a rerun recognises its committed
 episodes and a retried episode gets the same seed. Groups are consecutive runs of `batch_size`
 indices; a replica always rolls a whole group, which keeps a retried batch byte-identical.
+
+The job's first group is split in two (`job_groups`), so the first episodes are committed after a
+rollout of LEAD_GROUP episodes rather than of `batch_size`. That leaves every episode's bytes as
+they were: with scripted and replayed actions (seeded per episode) the rows of a batch do not
+depend on each other, and the model's kernels give a row the same result in any batch of two or
+more (tests/pipeline/test_generate_groups.py checks both on the bundled model's architecture).
+A batch of one takes other kernels, so no sub-group is made smaller than two; policy sources see
+the whole batch, so jobs with one keep their groups as they are.
 """
 
 from __future__ import annotations
@@ -12,6 +20,9 @@ import hashlib
 import numpy as np
 
 from schemas import EpisodeSpec, JobSpec
+from schemas.job import PolicySource
+
+LEAD_GROUP = 2  # episodes in the job's first group when it is split
 
 
 def episode_id(job: str, index: int) -> str:
@@ -54,3 +65,23 @@ def expand(spec: JobSpec, init_refs: list[str]) -> list[EpisodeSpec]:
 
 def groups(episodes: list[EpisodeSpec], batch_size: int) -> list[list[EpisodeSpec]]:
     return [episodes[i:i + batch_size] for i in range(0, len(episodes), batch_size)]
+
+
+def lead_size(spec: JobSpec) -> int:
+    """Episodes in the job's first group: LEAD_GROUP when splitting keeps the bytes (see above),
+    else the whole batch."""
+    has_policy = any(isinstance(s, PolicySource) for s in spec.action_sources.values())
+    if has_policy or spec.batch_size < 2 * LEAD_GROUP:
+        return spec.batch_size
+    return LEAD_GROUP
+
+
+def job_groups(spec: JobSpec, episodes: list[EpisodeSpec]) -> list[list[EpisodeSpec]]:
+    """The groups a job rolls: `groups(episodes, batch_size)` with the first one split in two,
+    the first part `lead_size(spec)` episodes. Depends on the spec alone, so a rerun or a retry
+    rolls the same groups."""
+    rolled = groups(episodes, spec.batch_size)
+    lead = lead_size(spec)
+    if not rolled or lead >= len(rolled[0]) or len(rolled[0]) - lead < LEAD_GROUP:
+        return rolled
+    return [rolled[0][:lead], rolled[0][lead:], *rolled[1:]]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from pipeline.generate.expand import expand
 from schemas import EpisodeSpec, FeatureSpec, JobSpec, SpecError
@@ -29,6 +31,8 @@ class Plan:
     features: FeatureSpec  # what generated episodes hold (no extras; state only with a state head)
     model_hash: str
     episodes: list[EpisodeSpec]
+    # The WorldModel loaded on CPU for the checks; the driver rolls the first groups with it.
+    model: Any = dataclasses.field(default=None, repr=False, compare=False)
 
 
 def _load_model(spec: JobSpec):  # -> WorldModel
@@ -91,4 +95,4 @@ def preflight(spec: JobSpec) -> Plan:
     log.info("job %s: %d episodes x %d steps, model %s, %d initial frames", spec.name, spec.episodes,
              spec.horizon, wm.checkpoint_hash, len(refs))
     return Plan(spec=spec, model_features=features, features=episode_features(features, wm.has_state),
-                model_hash=wm.checkpoint_hash, episodes=expand(spec, refs))
+                model_hash=wm.checkpoint_hash, episodes=expand(spec, refs), model=wm)

@@ -1,26 +1,32 @@
-"""Running a job's pending groups on Ray.
+"""Running a job's pending groups on Ray: a fixed pool of replica actors fed one group at a time.
 
-Why Ray Data rather than hand-managed actors: `map_batches` with a callable class and
-`ActorPoolStrategy(size=replicas)` gives one model load per actor, streaming backpressure
-(groups are handed to whichever replica is free), actor restarts and task retries
-(max_restarts=-1, max_task_retries=-1) when a replica process dies, and fractional CPU/GPU
-placement — all of which we would otherwise rebuild. Ray Data's own checkpointing is not used:
-retries are at-least-once anyway, so resume rests on our commit markers (idempotent writes,
-committed groups filtered out before the dataset is built).
+Why plain actors rather than Ray Data's `map_batches(ActorPoolStrategy)`: what the job needs
+from Ray is one model load per replica, restarts of a killed replica with its group retried,
+fractional CPU/GPU placement and "next group to whichever replica is free". Actor options give
+the first three (`max_restarts=-1, max_task_retries=-1`: Ray restarts the actor and re-runs its
+call); the last is the ~20-line loop below. The records are a few hundred bytes, so Ray Data's
+streaming and backpressure buy nothing, while its executor cost seconds of start-up per job and
+passes its own actor-constructor arguments through the object store, which Ray 2.60 reports as
+an error line on every run (ray-project/ray#57733). Resume rests on our commit markers anyway
+(idempotent writes, committed groups filtered out before anything is submitted).
+
+While an embedded Ray starts (6-14 s on a small machine) the driver, which loaded the model in
+preflight, rolls groups itself until the first replica is ready; see `LeadReplica`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
+import collections
 import logging
 import os
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from schemas import EpisodeRecord, EpisodeSpec, JobSpec, SpecError
 
 log = logging.getLogger(__name__)
+WAIT_S = 0.1  # how often the loop looks at the lead replica between Ray results
 
 
 def connect(address: str | None) -> bool:
@@ -36,6 +42,7 @@ def connect(address: str | None) -> bool:
         # directory, as the driver does. A cluster gets code through its image or runtime_env.
         path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)
         kwargs = {"include_dashboard": False, "runtime_env": {"env_vars": {"PYTHONPATH": path}}}
+        _choose_token_auth()
     try:
         ray.init(logging_level=logging.WARNING, **kwargs)
     except ConnectionError as error:
@@ -44,45 +51,104 @@ def connect(address: str | None) -> bool:
     return True
 
 
-@contextlib.contextmanager
-def quiet_ray_data(show_progress: bool) -> Iterator[None]:
-    """Ray Data's own progress bars off while we draw ours; restored afterwards."""
-    from ray.data import DataContext
+def embedded(address: str | None) -> bool:
+    """Whether `connect(address)` would start a local Ray of its own."""
+    import ray
 
-    ctx = DataContext.get_current()
-    saved = (ctx.enable_progress_bars, ctx.print_on_execution_start)
-    ctx.enable_progress_bars = show_progress
-    ctx.print_on_execution_start = show_progress
+    return not (ray.is_initialized() or address or os.environ.get("RAY_ADDRESS"))
+
+
+def _choose_token_auth() -> None:
+    """Token authentication for the embedded cluster, chosen explicitly (RAY_AUTH_MODE, when the
+    user has not set it). It is what Ray 2.60 picks by itself, but left to pick, Ray prints a
+    warning that asks nothing of the user. Ray caches RAY_AUTH_MODE when it is imported, so the
+    variable alone is not enough: Ray's own helper sets it and re-reads the config. A new token
+    goes to ~/.ray/auth_token, as Ray does."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
     try:
-        yield
-    finally:
-        ctx.enable_progress_bars, ctx.print_on_execution_start = saved
+        from ray._private.authentication.authentication_token_setup import _enable_token_auth
+    except ImportError:  # another Ray: it decides (and may warn)
+        return
+    _enable_token_auth()
+
+
+class LeadReplica:
+    """The driver's own replica, rolling groups in a thread until a Ray replica is ready.
+
+    It reuses the model preflight loaded, so the first episodes are committed while the
+    embedded Ray and the replica processes are still starting. Its episodes are the bytes a Ray
+    replica makes: CPU, as many torch threads as Ray gives a replica of `num_cpus`.
+    """
+
+    def __init__(self, spec: JobSpec, model: Any, queue: collections.deque[list[EpisodeSpec]]) -> None:
+        self.spec, self.model, self.queue = spec, model, queue
+        self.stop = threading.Event()  # set when a Ray replica is ready: take no new group
+        self.abandon = threading.Event()  # set when the job ends: drop the group being rolled
+        self.done: collections.deque[tuple[list[str], str]] = collections.deque()
+        self.failure: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="iws-lead-replica", daemon=True)
+
+    @staticmethod
+    def usable(spec: JobSpec, address: str | None) -> bool:
+        """Only where its bytes equal a replica's: an embedded Ray on this machine, on CPU."""
+        return (embedded(address) and spec.resources.num_gpus == 0 and spec.device in ("cpu", "auto"))
+
+    def _run(self) -> None:
+        import torch
+
+        from workers.replica import GroupAbandoned, WorldModelReplica
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(max(1, int(self.spec.resources.num_cpus)))  # Ray's OMP_NUM_THREADS
+        try:
+            replica = WorldModelReplica.with_model(self.spec.model_copy(update={"device": "cpu"}),
+                                                   self.spec.output.path, self.model)
+            replica.abandon = self.abandon.is_set
+            while not self.stop.is_set():
+                try:
+                    group = self.queue.popleft()
+                except IndexError:
+                    return
+                self.done.append(replica.roll_json(_group_json(group)))
+        except GroupAbandoned:
+            return
+        except BaseException as error:  # noqa: BLE001 - re-raised in the driver's thread
+            self.failure = error
+        finally:
+            torch.set_num_threads(threads)
+
+    @property
+    def busy(self) -> bool:
+        return self.thread.is_alive()
+
+
+def _group_json(group: list[EpisodeSpec]) -> str:
+    return "[" + ",".join(e.model_dump_json() for e in group) + "]"
+
+
+def _deliver(result: tuple[list[str], str], on_record: Callable[[EpisodeRecord], None]) -> None:
+    records, error = result
+    if error:
+        raise SpecError(f"a replica reported: {error}")
+    for record in records:
+        on_record(EpisodeRecord.model_validate_json(record))
 
 
 def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | None,
-            on_record: Callable[[EpisodeRecord], None], show_ray_progress: bool = False) -> None:
-    """Roll every pending group on a pool of replicas; `on_record` sees each committed episode."""
-    import ray
-    from ray.data import ActorPoolStrategy
-
-    from workers.replica import WorldModelReplica
-
-    started = connect(address)
+            on_record: Callable[[EpisodeRecord], None], model: Any = None) -> None:
+    """Roll every pending group on a pool of replicas; `on_record` sees each committed episode.
+    `model`: the WorldModel preflight loaded; given, the driver rolls groups itself while an
+    embedded Ray starts (see LeadReplica)."""
+    queue = collections.deque(pending)
+    lead = LeadReplica(spec, model, queue) if model is not None and LeadReplica.usable(spec, address) else None
+    if lead is not None:
+        lead.thread.start()
+    started = False
     interrupted = False
     try:
-        with quiet_ray_data(show_ray_progress):
-            rows = [{"episodes": json.dumps([e.model_dump(mode="json") for e in g])} for g in pending]
-            items = ray.data.from_items(rows, override_num_blocks=len(rows))  # one group per block
-            ds = items.map_batches(
-                WorldModelReplica,
-                fn_constructor_kwargs={"job": spec.model_dump_json(), "out": spec.output.path},
-                batch_size=1, batch_format="numpy",
-                compute=ActorPoolStrategy(size=min(spec.replicas, len(rows))),
-                num_cpus=spec.resources.num_cpus, num_gpus=spec.resources.num_gpus)
-            for row in ds.iter_rows():
-                if row["error"]:
-                    raise SpecError(f"a replica reported: {row['error']}")
-                on_record(EpisodeRecord.model_validate_json(str(row["record"])))
+        started = connect(address)
+        _dispatch(spec, queue, lead, on_record)
     except (KeyboardInterrupt, SystemExit):
         # Ctrl-C, or a stop: SIGTERM, which a connected Ray driver turns into sys.exit(15). The
         # caller records what is committed before the process exits (which disconnects from Ray
@@ -91,5 +157,52 @@ def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | N
         interrupted = True
         raise
     finally:
+        if lead is not None:  # nothing written after the caller stops owning the output
+            lead.stop.set()
+            lead.abandon.set()
+            lead.thread.join()
         if started and not interrupted:
+            import ray
+
             ray.shutdown()
+
+
+def _dispatch(spec: JobSpec, queue: collections.deque[list[EpisodeSpec]], lead: LeadReplica | None,
+              on_record: Callable[[EpisodeRecord], None]) -> None:
+    """Start the replicas together, then hand each free one the next group until all are done."""
+    import ray
+
+    from workers.replica import WorldModelReplica
+
+    actor = ray.remote(WorldModelReplica).options(
+        num_cpus=spec.resources.num_cpus, num_gpus=spec.resources.num_gpus,
+        max_restarts=-1, max_task_retries=-1)  # a killed replica restarts and reruns its group
+    count = min(spec.replicas, len(queue))
+    job = spec.model_dump_json()
+    replicas = [actor.remote(job, spec.output.path) for _ in range(count)]
+    running: dict[Any, Any] = {r.ready.remote(): r for r in replicas}  # ref -> replica
+    while running or (lead is not None and (lead.busy or lead.done)):
+        leading = lead is not None and lead.busy
+        if running:
+            refs, _ = ray.wait(list(running), num_returns=1, timeout=WAIT_S if leading else None)
+        else:  # every replica idle or gone, the lead still rolling the last groups
+            refs = []
+            if lead is not None:
+                lead.thread.join(WAIT_S)
+        if lead is not None:
+            while lead.done:
+                _deliver(lead.done.popleft(), on_record)
+            if lead.failure is not None:
+                raise lead.failure
+        for ref in refs:
+            replica = running.pop(ref)
+            result = ray.get(ref)
+            if isinstance(result, str):  # the ready() answer: "" or the replica's setup error
+                if result:
+                    raise SpecError(f"a replica reported: {result}")
+                if lead is not None:
+                    lead.stop.set()  # a replica is up: the driver stops taking groups
+            else:
+                _deliver(result, on_record)
+            if queue:
+                running[replica.roll_json.remote(_group_json(queue.popleft()))] = replica

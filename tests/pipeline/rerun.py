@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.generate.expand import groups
+from pipeline.generate.expand import job_groups
 from pipeline.generate.preflight import preflight
 from schemas import JobSpec
 from workers.replica import WorldModelReplica
@@ -21,7 +21,7 @@ def rerolled_checksums(spec: JobSpec, scratch: Path) -> dict[str, str]:
     torch.set_num_threads(1)
     try:
         replica = WorldModelReplica(plan.spec.model_dump_json(), plan.spec.output.path)
-        return {r.episode_id: r.checksum for g in groups(plan.episodes, spec.batch_size)
+        return {r.episode_id: r.checksum for g in job_groups(plan.spec, plan.episodes)
                 for r in replica.roll_group(g)}
     finally:
         torch.set_num_threads(threads)

@@ -71,9 +71,9 @@ def test_a_rerolled_group_is_byte_identical_and_committed_work_is_kept(replica_j
     again = replica.roll_group(batches[1])
     assert [r.checksum for r in again] == [r.checksum for r in first]
     assert kept_marker.stat().st_mtime_ns == mtime, "a committed episode is never rewritten"
-    # The batch call Ray Data makes: one row per group, one record per episode.
-    out = replica({"episodes": np.array([batches[1][0].model_dump_json().join("[]")], dtype=object)})
-    assert [EpisodeRecord.model_validate_json(r).episode_id for r in out["record"]] == \
+    # The call a Ray actor gets: one group as JSON, one record per episode.
+    records, error = replica.roll_json(batches[1][0].model_dump_json().join("[]"))
+    assert error == "" and [EpisodeRecord.model_validate_json(r).episode_id for r in records] == \
         [batches[1][0].episode_id]
 
 
@@ -92,16 +92,16 @@ def test_writer_clears_leftovers_of_killed_writers(replica_job) -> None:
 
 def test_user_errors_come_back_as_rows_not_exceptions(tmp_path: Path, tiny_checkpoint: Path,
                                                       tiny_pusht_store) -> None:
-    """Ray keeps only the text of a raised exception, so replicas report SpecErrors as a row."""
+    """Ray keeps only the text of a raised exception, so replicas report SpecErrors as a value."""
     job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, tmp_path / "out",
                    action_sources={"p": {"kind": "policy", "policy": "tests.workers.policies:wrong_shape_policy"}})
     spec = JobSpec.model_validate(job)
     replica = WorldModelReplica(spec.model_dump_json(), str(tmp_path / "out"))
     group = groups(expand(spec, list_init_refs(spec.init, replica.wm.features)), 2)[0]
-    row = replica({"episodes": np.array([json.dumps([e.model_dump() for e in group])], dtype=object)})
-    assert list(row["record"]) == [""] and "returned actions of shape (2, 7)" in row["error"][0]
+    records, error = replica.roll_json(json.dumps([e.model_dump() for e in group]))
+    assert records == [] and "returned actions of shape (2, 7)" in error
 
     broken = JobSpec.model_validate({**job, "model": str(tmp_path / "missing")})
     replica = WorldModelReplica(broken.model_dump_json(), str(tmp_path / "out"))
-    row = replica({"episodes": np.array(["[]"], dtype=object)})
-    assert "does not exist" in row["error"][0]
+    assert "does not exist" in replica.ready()
+    assert "does not exist" in replica.roll_json("[]")[1]
