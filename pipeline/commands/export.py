@@ -59,18 +59,20 @@ def _quiet_encoders() -> None:
 
     os.environ.setdefault("SVT_LOG", "1")  # read by SVT-AV1 when an encoder starts
     av.logging.set_level(av.logging.ERROR)
+    av.logging.set_libav_level(av.logging.ERROR)  # FFmpeg's own printer, once lerobot restores it
     logging.getLogger("libav").setLevel(logging.ERROR)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+    from pipeline.commands.progress import LazyBar, quiet_logging
     from pipeline.imports import open_dataset
 
     _quiet_encoders()
     out = output(args)
     source = open_dataset(args.src)
-    with tqdm(total=source.n_frames, unit="frame", desc=f"export {args.format}") as bar:
+    with quiet_logging(getattr(args, "verbose", False)), LazyBar(
+            total=source.n_frames, unit="frame",
+            desc=f"export {args.format}") as bar:
         if args.format == "lerobot":
             from pipeline.export.lerobot import export_lerobot
             from pipeline.export.lerobot_features import parse_camera_keys

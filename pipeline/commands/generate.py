@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -53,6 +54,7 @@ def _interrupt(signum: int, frame: object) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from pipeline.commands.progress import quiet_logging
     from pipeline.generate import Progress, load_job, run_job
     from pipeline.generate.preflight import preflight
 
@@ -86,9 +88,13 @@ def run(args: argparse.Namespace) -> int:
     # what is committed before it exits (before Ray connects: our handler; after: Ray's).
     main_thread = threading.current_thread() is threading.main_thread()  # signals need it
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
+    # With a bar, library INFO lines stay off the terminal (-v shows them); without, they are
+    # the output (a log file, `iws submit`).
+    quiet = contextlib.nullcontext() if args.no_progress else quiet_logging(getattr(args, "verbose", False))
     try:
-        manifest = run_job(spec, address=args.address, overwrite=args.overwrite,
-                           take_over=args.take_over, on_progress=show)
+        with quiet:
+            manifest = run_job(spec, address=args.address, overwrite=args.overwrite,
+                               take_over=args.take_over, on_progress=show)
     except SystemExit as error:
         if error.code == signal.SIGTERM:  # once connected, Ray's driver handles SIGTERM this way
             raise KeyboardInterrupt from None
