@@ -166,11 +166,19 @@ def _analyzer(args: argparse.Namespace) -> Any:
     return None
 
 
-def _progress(args: argparse.Namespace) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+def _progress(args: argparse.Namespace, desc: str, total: int | None = None) -> Any:
+    """The commands' one kind of progress bar (tqdm, on stderr), gone when done; rich draws the
+    report tables."""
+    from tqdm import tqdm
 
-    return Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                    TimeRemainingColumn(), disable=args.no_progress, transient=True)
+    return tqdm(desc=desc, total=total, disable=args.no_progress, leave=False, file=sys.stderr,
+                dynamic_ncols=True)
+
+
+def _advance_to(bar: Any, done: int, total: int | None = None) -> None:
+    if total is not None and bar.total != total:
+        bar.total = total
+    bar.update(done - bar.n)
 
 
 def _console() -> Any:
@@ -212,13 +220,12 @@ def run_fidelity(args: argparse.Namespace) -> int:
         if args.episodes > len(store):
             log.warning("--episodes %d but the store has %d; evaluating all", args.episodes, len(store))
         episodes = range(min(args.episodes, len(store)))
-    with _progress(args) as bar:
-        task = bar.add_task("fidelity", total=None)
+    with _progress(args, "fidelity") as bar:
         result = evaluate_fidelity(
             model, store, horizons=horizons, episodes=episodes, start=args.start,
             context_frames=args.context_frames, batch_size=args.batch_size, seed=args.seed,
             analyzer=_analyzer(args), video_episodes=args.videos,
-            progress=lambda done, total: bar.update(task, completed=done, total=total))
+            progress=lambda done, total: _advance_to(bar, done, total))
     outdir = Path(args.out)
     # The data path as the user gave it: reports get committed, and a resolved path would carry
     # this machine's directories into them.
@@ -285,11 +292,10 @@ def run_stability(args: argparse.Namespace) -> int:
     ref = _init_ref(args.init)
     frames, state = _load_init(ref, model)
     actions = random_walk_actions(model.features, args.steps, args.speed, args.seed, state)
-    with _progress(args) as bar:
-        task = bar.add_task("stability", total=args.steps)
+    with _progress(args, "stability", args.steps) as bar:
         result = roll(model, frames, actions, state=state, seed=args.seed, analyzer=_analyzer(args),
                       probe_every=args.probe_every, init_ref=ref,
-                      progress=lambda done, total: bar.update(task, completed=done))
+                      progress=lambda done, total: _advance_to(bar, done))
     outdir = Path(args.out)
     out.write_json(outdir / "stability.json", result.report)
     out.plot_stability(result.report, outdir / "stability.png")
@@ -321,13 +327,12 @@ def run_policy(args: argparse.Namespace) -> int:
     specs = episode_specs(refs, args.episodes, args.horizon, args.seed)
     policy = make_policy_source(PolicySource(policy=args.policy), model.features, args.device)
     sides = 2 if args.ground_truth else 1
-    with _progress(args) as bar:
-        task = bar.add_task("rollouts", total=sides * args.episodes * args.horizon)
+    with _progress(args, "rollouts", sides * args.episodes * args.horizon) as bar:
         result = evaluate_policy(
             model, policy, scorer, specs, args.horizon, args.batch_size, args.videos,
             args.ground_truth, args.seed,
             {"policy": args.policy, "model": str(args.model), "init": args.init, "scorer": args.scorer},
-            progress=lambda side, steps: bar.update(task, advance=steps))
+            progress=lambda side, steps: bar.update(steps))
     outdir = Path(args.out)
     if result.model_videos:
         name = f"rollouts.{args.video_format}"
