@@ -144,14 +144,14 @@ def test_driver_sigkilled_mid_job_resumes_to_byte_identical_episodes(tmp_path: P
     driver = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "generate", str(path), "--address",
                                address, "--no-progress"], cwd=REPO_ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 400  # generous: a loaded 2-core machine starts Ray workers slowly
     while len(marker_times(out)) < 2 and driver.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     driver.send_signal(signal.SIGKILL)
     output = driver.communicate(timeout=30)[0].decode(errors="replace")
     committed_at_kill = len(marker_times(out))
     assert driver.returncode == -signal.SIGKILL, f"the driver ended before the kill:\n{output}"
-    assert 2 <= committed_at_kill < EPISODES, output
+    assert 2 <= committed_at_kill < EPISODES, f"{committed_at_kill} committed at the kill:\n{output[-3000:]}"
     assert (out / "lease.json").exists()  # a killed driver cannot release its lease
     first = committed_records(str(out))
 
