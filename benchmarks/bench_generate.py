@@ -5,7 +5,8 @@
         --write benchmarks/results/generate.md
 
 For each (replicas, batch size) the job runs through `run_job` on a local Ray (started once,
-outside the timing): scripted actions, images from examples/pusht_init, episodes written and
+outside the timing; with --embedded each job starts its own, as `iws generate` does, and the
+driver rolls groups while it starts): scripted actions, images from examples/pusht_init, episodes written and
 committed, dataset.zarr consolidated. "frames" are model steps: episodes x (horizon - 1).
 The raw reference rolls the same batches with `WorldModel.rollout` in this process with one
 torch thread, as each replica has (Ray sets OMP_NUM_THREADS=1 for num_cpus=0.5); it is measured
@@ -110,6 +111,8 @@ def main() -> None:
     parser.add_argument("--horizon", type=int, default=21)
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--embedded", action="store_true",
+                        help="each job starts (and stops) its own local Ray inside the timing")
     parser.add_argument("--write", type=Path, default=None, help="write the table to this markdown file")
     args = parser.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -118,7 +121,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         model, images = make_model(args.preset, args.resolution, work), init_images(args.resolution, work)
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+        if not args.embedded:
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
         rows, raw = [], {}
         for replicas in args.replicas:
             for batch in args.batch:
@@ -130,11 +134,13 @@ def main() -> None:
                             f"{r['job_fps']:.1f} | {r['steady_fps']:.1f} | {raw[batch]:.1f} | "
                             f"{r['job_fps'] / ideal:.2f} | {r['steady_fps'] / ideal:.2f} |")
                 print(rows[-1], flush=True)
-        ray.shutdown()
+        if not args.embedded:
+            ray.shutdown()
+    ray_note = "each job starts its own Ray (timed)" if args.embedded else "Ray started once, outside the timings"
     header = (f"{args.preset} preset, {args.resolution}x{args.resolution}, {args.episodes} episodes x "
               f"{args.horizon} steps ({args.episodes * (args.horizon - 1)} model frames) per job; "
               f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), load average "
-              f"{os.getloadavg()[0]:.1f} at the end.\n\n"
+              f"{os.getloadavg()[0]:.1f} at the end; {ray_note}.\n\n"
               "| replicas | batch | job s | first commit s | job frames/s | steady frames/s "
               "| raw frames/s (1 thread) | efficiency (job) | efficiency (steady) |\n"
               "|---|---|---|---|---|---|---|---|---|")
