@@ -179,7 +179,7 @@ def _dispatch(spec: JobSpec, queue: collections.deque[list[EpisodeSpec]], lead: 
         max_restarts=-1, max_task_retries=-1)  # a killed replica restarts and reruns its group
     count = min(spec.replicas, len(queue))
     job = spec.model_dump_json()
-    replicas = [actor.remote(job, spec.output.path) for _ in range(count)]
+    replicas: list[Any] = [actor.remote(job, spec.output.path) for _ in range(count)]  # handles
     running: dict[Any, Any] = {r.ready.remote(): r for r in replicas}  # ref -> replica
     while running or (lead is not None and (lead.busy or lead.done)):
         leading = lead is not None and lead.busy
