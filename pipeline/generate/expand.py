@@ -10,7 +10,7 @@ they were: with scripted and replayed actions (seeded per episode) the rows of a
 depend on each other, and the model's kernels give a row the same result in any batch of two or
 more (tests/pipeline/test_generate_groups.py checks both on the bundled model's architecture).
 A batch of one takes other kernels, so no sub-group is made smaller than two; policy sources see
-the whole batch, so jobs with one keep their groups as they are.
+the whole batch, and GPU kernels were not checked, so such jobs keep their groups as they are.
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ def lead_size(spec: JobSpec) -> int:
     """Episodes in the job's first group: LEAD_GROUP when splitting keeps the bytes (see above),
     else the whole batch."""
     has_policy = any(isinstance(s, PolicySource) for s in spec.action_sources.values())
-    if has_policy or spec.batch_size < 2 * LEAD_GROUP:
+    on_gpu = spec.resources.num_gpus > 0  # row-independence checked on CPU kernels only
+    if has_policy or on_gpu or spec.batch_size < 2 * LEAD_GROUP:
         return spec.batch_size
     return LEAD_GROUP
 
