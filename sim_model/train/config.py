@@ -48,6 +48,16 @@ class StageConfig(BaseModel):
                                  description="Dynamics: extra loss weight on latent cells that show an "
                                  "object (pixels far from the dataset's median frame) in the target or "
                                  "the frame before it (0 = off).")
+    rollout_buffer: int = Field(default=0, ge=0,
+                                description="Dynamics: windows kept rolling on the model's own "
+                                "predictions across steps (0 = off). Their context is generated as deep "
+                                "as at inference, not only `feedback_depth` steps; see RolloutBuffer.")
+    rollout_share: float = Field(default=0.5, ge=0, le=1,
+                                 description="Dynamics: share of each fed-back batch drawn from the "
+                                 "rollout buffer (with rollout_buffer > 0).")
+    rollout_depth: int = Field(default=200, ge=1,
+                               description="Dynamics: frames a buffer window may roll on its own "
+                               "predictions before it restarts from real frames.")
     # decoder fine-tune
     latent_noise: float = Field(default=0.1, ge=0,
                                 description="Decoder: std of noise added to latents before re-projection.")

@@ -4,6 +4,9 @@ Every frame of a window after the first is a target predicted from the frames be
 in one parallel pass (see nn/temporal.py). Context latents get light noise; from
 `feedback_start` on, a share of batches replaces the context by the model's own one-step
 samples, so it learns to continue from what it generates rather than from perfect latents.
+With a rollout buffer (`rollout_buffer`), part of each fed-back batch comes from windows that
+keep rolling on the model's own predictions across steps, so the context it learns to correct
+from has drifted as far as at inference (tens to hundreds of frames), not `feedback_depth`.
 """
 
 from __future__ import annotations
@@ -82,6 +85,49 @@ class LatentCache:
         return table[flat].reshape(*idx.shape, *table.shape[1:]).to(self.device)
 
 
+class RolloutBuffer:
+    """Windows that keep rolling on the model's own predictions across training steps.
+
+    Each entry is a window of `length` consecutive frames of one training episode: its frame
+    indices, and latents `src` that start as the real ones. Drawn into a batch, its context is
+    `src` (generated) and its targets are the real next frames, so the model learns to pull a
+    drifted rollout back to the truth. Afterwards it advances one frame: the model predicts the
+    frame after the window from `src` (as inference does) and the window slides onto it. An entry
+    restarts from real frames at the end of its episode or after `max_depth` generated frames.
+    Not saved in checkpoints: a resumed run refills it from real frames."""
+
+    def __init__(self, view: DataView, size: int, length: int, max_depth: int,
+                 latents: Callable[[np.ndarray], torch.Tensor], rng: np.random.Generator) -> None:
+        self.view, self.length, self.max_depth, self.latents = view, length, max_depth, latents
+        self.idx = view.window_indices(rng, size, length)  # (N, L) global frame indices
+        self.src = latents(self.idx)  # (N, L, V, C, h, w)
+        self.depth = np.zeros(size, np.int64)  # generated frames each entry has rolled
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Which entries (n, distinct) go into this step's batch."""
+        return rng.choice(len(self.idx), size=min(n, len(self.idx)), replace=False)
+
+    def advance(self, rows: np.ndarray, predict: Callable[[torch.Tensor, np.ndarray], torch.Tensor],
+                rng: np.random.Generator) -> None:
+        """Slide entries `rows` one frame onto the model's prediction `predict(src, idx)` -> (n,
+        V, C, h, w) of the frame after each window; restart those that end their episode or
+        reach max_depth."""
+        ends = self.view.data.ends
+        stop = ends[np.searchsorted(ends, self.idx[rows, 0], side="right")]  # their episodes' ends
+        moving = rows[(self.idx[rows, -1] + 1 < stop) & (self.depth[rows] < self.max_depth)]
+        if len(moving):
+            with torch.no_grad():
+                new = predict(self.src[moving], self.idx[moving]).to(self.src.dtype)
+            self.src[moving] = torch.cat([self.src[moving, 1:], new[:, None]], 1)
+            self.idx[moving] += 1
+            self.depth[moving] += 1
+        restart = np.setdiff1d(rows, moving)
+        if len(restart):
+            self.idx[restart] = self.view.window_indices(rng, len(restart), self.length)
+            self.src[restart] = self.latents(self.idx[restart])
+            self.depth[restart] = 0
+
+
 def median_background(data: TrainingData, frames: int = 512, seed: int = 0) -> torch.Tensor:
     """(V, H, W, 3) uint8: per-pixel median over frames drawn from the whole dataset. Objects
     that move between episodes (the agent, the block) vanish from it; the static scene stays."""
@@ -111,19 +157,35 @@ def dynamics_task(net: WorldModelNet, train: DataView, val: DataView, cfg: Stage
         fg = latents.foreground(idx) if cfg.object_weight else None  # (B, L, V, 1, h, w)
         return latents(idx), a, fg  # (B, L, V, C, h, w)
 
+    buffer = (RolloutBuffer(train, cfg.rollout_buffer, window, cfg.rollout_depth, latents,
+                            np.random.default_rng(seed + 3)) if cfg.rollout_buffer else None)
+
+    def next_frame(src: torch.Tensor, idx: np.ndarray, rng: TrainRNG) -> torch.Tensor:
+        """The model's sample of the frame after each window src (B, L, ...) -> (B, V, C, h, w):
+        the window shifted by one, its last frame a placeholder no prediction sees (causal)."""
+        shifted = torch.cat([src[:, 1:], src[:, -1:]], 1)
+        a = norm.action(torch.from_numpy(data.actions[idx + 1]).to(device))
+        return sample_next(net, shifted.to(device), a, rng, dyn)[:, -1].float().cpu()
+
     def losses(z: torch.Tensor, a: torch.Tensor, fg: torch.Tensor | None, rng: TrainRNG,
-               feedback_depth: int, weighted: bool = True) -> torch.Tensor:
+               feedback_depth: int, weighted: bool = True, rolled: torch.Tensor | None = None
+               ) -> torch.Tensor:
+        """`rolled` (R, L, ...): generated contexts of the batch's last R windows (RolloutBuffer),
+        used instead of fed-back passes for those rows."""
         b, length = z.shape[:2]
-        src = z
+        fresh = b - (0 if rolled is None else len(rolled))
+        src = z[:fresh]
         if feedback_depth:
             # Each pass re-predicts every frame from the previous pass's frames, so after k passes
             # frame i has been generated up to k steps deep from real context.
             with torch.no_grad():
-                for _ in range(feedback_depth):
-                    src = torch.cat([z[:, :1], sample_next(net, src, a, rng, dyn)], 1)
+                for _ in range(feedback_depth if fresh else 0):
+                    src = torch.cat([z[:fresh, :1], sample_next(net, src, a[:fresh], rng, dyn)], 1)
             # Autocast caches its bf16 copies of the weights, also those made under no_grad;
             # reused below they would cut every gradient to the dynamics (torch 2.10).
             torch.clear_autocast_cache()
+        if rolled is not None:
+            src = torch.cat([src, rolled.to(device=device, dtype=src.dtype)], 0)
         z_prev = src[:, :-1]
         levels = rng.rand(b, length - 1, device=device) * dyn.context_noise_train
         corrupted = F.normalize(noisy(z_prev, rng.randn(*z_prev.shape, device=device), levels), dim=-3)
@@ -151,12 +213,24 @@ def dynamics_task(net: WorldModelNet, train: DataView, val: DataView, cfg: Stage
         return (error * weight).mean() / weight.mean()
 
     def loss(step: int, progress: float, rng: TrainRNG) -> tuple[torch.Tensor, Logs]:
-        z, a, fg = windows(train.window_indices(rng.numpy, cfg.batch_size, window))
+        idx = train.window_indices(rng.numpy, cfg.batch_size, window)
         # By progress, not by step: a time-limited run reaches its fed-back phase too.
         feedback = (progress >= cfg.feedback_start
                     and float(rng.rand(1, device=torch.device("cpu"))) < cfg.feedback_prob)
-        value = losses(z, a, fg, rng, cfg.feedback_depth if feedback else 0)
-        return value, {"feedback": float(feedback)}
+        rows = (buffer.draw(rng.numpy, round(cfg.batch_size * cfg.rollout_share))
+                if buffer is not None and feedback else np.zeros(0, np.int64))
+        if len(rows):
+            assert buffer is not None
+            idx = np.concatenate([idx[: cfg.batch_size - len(rows)], buffer.idx[rows]])
+        z, a, fg = windows(idx)
+        rolled = buffer.src[rows] if buffer is not None and len(rows) else None
+        value = losses(z, a, fg, rng, cfg.feedback_depth if feedback else 0, rolled=rolled)
+        logs = {"feedback": float(feedback)}
+        if buffer is not None and len(rows):
+            logs["rollout_depth"] = float(buffer.depth[rows].mean())
+            buffer.advance(rows, lambda src, at: next_frame(src, at, rng), rng.numpy)
+            torch.clear_autocast_cache()
+        return value, logs
 
     val_idx = val.window_indices(np.random.default_rng(seed + 1), cfg.val_batches * cfg.batch_size, window)
 

@@ -153,3 +153,75 @@ def test_object_weight_trains() -> None:
     loss, _ = task.loss(0, 0.0, TrainRNG.seeded(0))
     loss.backward()
     assert torch.isfinite(loss) and net.dynamics.out[2].weight.grad.abs().sum() > 0
+
+
+def test_rollout_buffer_slides_onto_its_own_predictions_and_restarts() -> None:
+    """An entry advances one frame per use onto the frame predicted after it; it restarts from
+    real latents after max_depth generated frames, or at its episode's end."""
+    from sim_model.train.dynamics import RolloutBuffer
+
+    net, _ = _net()
+    data = TrainingData.from_episodes([make_square_episode(i, 12) for i in range(2)], square_features())
+    train, _ = data.split(0.5, seed=0)
+    first = int(np.concatenate([[0], data.ends])[train.episodes[0]])  # the training episode's frame 0
+    latents = LatentCache(net, data, CPU)
+    buffer = RolloutBuffer(train, size=1, length=5, max_depth=3, latents=latents, rng=np.random.default_rng(0))
+    torch.testing.assert_close(buffer.src, latents(buffer.idx))
+    made: list[torch.Tensor] = []
+
+    def predict(src: torch.Tensor, idx: np.ndarray) -> torch.Tensor:
+        made.append(torch.randn(len(src), *src.shape[2:]))
+        return made[-1]
+
+    start = first + np.arange(5)[None]
+    buffer.idx[:], buffer.src[:] = start, latents(start)
+    for step in range(1, 4):
+        buffer.advance(np.array([0]), predict, np.random.default_rng(step))
+        np.testing.assert_array_equal(buffer.idx, start + step)
+        assert buffer.depth[0] == step
+        torch.testing.assert_close(buffer.src[0, -step:], torch.cat(made[-step:]))  # generated frames
+        torch.testing.assert_close(buffer.src[0, : 5 - step], latents(start[0, step:]))  # slid real ones
+    buffer.advance(np.array([0]), predict, np.random.default_rng(9))  # max_depth reached: restart
+    assert buffer.depth[0] == 0 and len(made) == 3
+    torch.testing.assert_close(buffer.src, latents(buffer.idx))
+
+    last = first + 7 + np.arange(5)[None]  # the episode's last window (frames 7..11)
+    buffer.idx[:], buffer.src[:] = last, latents(last)
+    buffer.advance(np.array([0]), predict, np.random.default_rng(10))
+    assert buffer.depth[0] == 0 and len(made) == 3  # restarted, nothing predicted past the end
+
+
+def test_a_window_s_predictions_never_see_its_last_frame() -> None:
+    """The rollout buffer predicts the frame after a window by shifting it one frame and putting
+    a placeholder last: no prediction may depend on that placeholder (causal context)."""
+    net, dyn = _net(head="regression", recency=True)
+    data = _data()
+    idx = np.arange(5)[None]
+    z = LatentCache(net, data, CPU)(idx)
+    a = torch.randn(1, 5, 2)
+    other = z.clone()
+    other[:, -1] = torch.nn.functional.normalize(torch.randn_like(z[:, -1]), dim=-3)
+    with torch.no_grad():
+        torch.testing.assert_close(sample_next(net, z, a, TrainRNG.seeded(0), dyn),
+                                   sample_next(net, other, a, TrainRNG.seeded(0), dyn))
+
+
+def test_rollout_buffer_trains_on_deep_contexts() -> None:
+    """Fed-back batches take rollout_share of their windows from the buffer; those entries roll
+    one frame deeper at each use, and the loss still reaches the dynamics."""
+    net, dyn = _net(head="regression", recency=True)
+    with torch.no_grad():
+        net.dynamics.out[2].weight.normal_(0, 0.1)
+    data = TrainingData.from_episodes([make_square_episode(i, 30) for i in range(2)], square_features())
+    task = _task(net, dyn, data, feedback_prob=1.0, feedback_start=0.0, rollout_buffer=1,
+                 rollout_share=0.5, rollout_depth=100)
+    rng = TrainRNG.seeded(0)
+    depths = []
+    for step in range(4):
+        loss, logs = task.loss(step, 0.5, rng)
+        depths.append(logs["rollout_depth"])
+    loss.backward()
+    assert depths == [0.0, 1.0, 2.0, 3.0]  # one entry, one frame deeper per use (30-frame episodes)
+    assert torch.isfinite(loss) and net.dynamics.out[2].weight.grad.abs().sum() > 0
+    _, logs = _task(net, dyn, data, feedback_prob=1.0, feedback_start=0.0).loss(0, 0.5, rng)
+    assert "rollout_depth" not in logs  # off by default
