@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from schemas import pusht_features
+from pipeline.pusht.features import pusht_features
 from sim_model.world_model import WorldModel
 
 RESULTS = Path(__file__).parent / "results" / "model.md"

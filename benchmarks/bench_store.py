@@ -158,7 +158,8 @@ def measure(cand: Candidate, episodes: list[np.ndarray], workdir: Path, window: 
 
 def bench_episode_store(episodes: list[np.ndarray], workdir: Path) -> dict[str, float]:
     """The chosen layout through the real EpisodeStore: append (with state/extras) and reads."""
-    from schemas import EpisodeMeta, pusht_features
+    from pipeline.pusht.features import pusht_features
+    from schemas import EpisodeMeta
     from sim_model.data.episode import Episode
     from sim_model.data.store import EpisodeStore
 

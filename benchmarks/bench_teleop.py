@@ -34,13 +34,14 @@ import numpy as np
 import torch
 from PIL import Image
 
+from pipeline.pusht.features import pusht_features
 from pipeline.teleop.loop import SimLoop
 from pipeline.teleop.mapping import resolve_mapping
 from pipeline.teleop.protocol import encode_image, hello_message, pack_frame
 from pipeline.teleop.recording import EpisodeWriter
 from pipeline.teleop.server import TeleopServer
 from pipeline.teleop.session import InitFrames, TeleopSession
-from schemas import EpisodeMeta, pusht_features
+from schemas import EpisodeMeta
 from sim_model.data.episode import Episode
 from sim_model.data.store import EpisodeStore
 from sim_model.world_model import WorldModel

@@ -22,7 +22,8 @@ import numpy as np
 from pipeline.evaluation.pusht_truth import roll_pusht, seeded_states
 from pipeline.evaluation.stats import bootstrap_mean_interval, wilson_interval
 from pipeline.pusht.demonstrator import PushTDemonstrator
-from schemas import EpisodeSpec, pusht_features
+from pipeline.pusht.features import pusht_features
+from schemas import EpisodeSpec
 
 log = logging.getLogger("demonstrator_success")
 

@@ -25,8 +25,9 @@ from pipeline.evaluation.pusht_truth import roll_pusht, seeded_states
 from pipeline.evaluation.stats import pearson
 from pipeline.pusht.demonstrator import PushTDemonstrator
 from pipeline.pusht.env import AGENT_RADIUS, PushTSim, distance_to_block
+from pipeline.pusht.features import pusht_features
 from pipeline.pusht.scorer import GOAL_POSE, SUCCESS_THRESHOLD, frame_coverage
-from schemas import EpisodeSpec, pusht_features
+from schemas import EpisodeSpec
 
 
 def random_states(sim: PushTSim, n: int) -> list[tuple[np.ndarray, float]]:

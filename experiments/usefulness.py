@@ -39,8 +39,9 @@ from pipeline.evaluation.stats import bootstrap_mean_interval, wilson_interval
 from pipeline.export.lerobot import export_lerobot
 from pipeline.pusht.demonstrator import PushTDemonstrator
 from pipeline.pusht.env import wrapped_pose
+from pipeline.pusht.features import pusht_features
 from pipeline.pusht.scorer import coverage_trace
-from schemas import EpisodeMeta, EpisodeSpec, pusht_features
+from schemas import EpisodeMeta, EpisodeSpec
 from sim_model.data.episode import Episode
 from sim_model.data.store import EpisodeStore
 from sim_model.world_model import WorldModel

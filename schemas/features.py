@@ -83,7 +83,10 @@ class FeatureSpec(BaseModel):
 
 
 def pusht_features(resolution: int = 96) -> FeatureSpec:
-    """Features of gym-pusht recordings: one top camera, 2-D agent target, 2-D agent position."""
+    """Deprecated copy of `pipeline.pusht.features.pusht_features`, PushT's own (a task's features
+    live with the task). It stays only until its last three callers, owned elsewhere
+    (benchmarks/bench_generate.py, benchmarks/chaos.py, tests/pipeline/test_generate_job.py),
+    import that one; then it goes. tests/pipeline/test_tasks.py keeps the two equal."""
     return FeatureSpec(
         cameras=(CameraSpec(name="top", height=resolution, width=resolution),),
         action_dim=2,

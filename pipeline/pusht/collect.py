@@ -27,8 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.pusht.env import PushTSim, wrapped_pose
+from pipeline.pusht.features import pusht_features
 from pipeline.pusht.primitives import PRIMITIVES, Play, kept, moved_steps, play
-from schemas import EpisodeMeta, SpecError, pusht_features
+from schemas import EpisodeMeta, SpecError
 from sim_model.data.episode import Episode
 from sim_model.data.store import EpisodeStore
 

@@ -22,8 +22,8 @@ from experiments.fidelity_diagnosis_report import (
     episode_mean,
     verdict,
 )
+from pipeline.pusht.features import pusht_features
 from pipeline.pusht.vision import PALETTE
-from schemas import pusht_features
 from sim_model.data.store import EpisodeStore
 from sim_model.world_model import WorldModel
 from tests.fixtures.store import make_pusht_episode

@@ -11,8 +11,9 @@ import pytest
 from pipeline.cli import main
 from pipeline.pusht.collect import CollectConfig, parse_mix
 from pipeline.pusht.env import PushTSim
+from pipeline.pusht.features import pusht_features
 from pipeline.pusht.primitives import PRIMITIVES, moved_steps, play
-from schemas import SpecError, pusht_features
+from schemas import SpecError
 from sim_model.data.store import EpisodeStore
 
 EPISODES, STEPS = 4, 50

@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from pipeline.generate.consolidate import consolidate, export_lerobot
-from schemas import EpisodeRecord, JobSpec, pusht_features
+from pipeline.pusht.features import pusht_features
+from schemas import EpisodeRecord, JobSpec
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.store import make_pusht_episode
 from tests.workers.jobs import job_dict

@@ -6,9 +6,10 @@ import pytest
 from pipeline.evaluation.pusht_truth import InitialState, roll_pusht
 from pipeline.pusht.demonstrator import PushTDemonstrator
 from pipeline.pusht.env import CLEARANCE, PushTSim, distance_to_block
+from pipeline.pusht.features import pusht_features
 from pipeline.pusht.push_planner import PushPlanner, pose_error, route
 from pipeline.pusht.scorer import GOAL_POSE
-from schemas import EpisodeSpec, FeatureSpec, SpecError, pusht_features
+from schemas import EpisodeSpec, FeatureSpec, SpecError
 from schemas.job import PolicySource
 from workers.actions import Observation
 from workers.actions.policy import make_policy_source

@@ -9,7 +9,7 @@ import torch
 
 from pipeline.cli import main
 from pipeline.commands.eval import random_walk_actions
-from schemas import pusht_features
+from pipeline.pusht.features import pusht_features
 from sim_model.evaluate import FidelityReport
 from sim_model.stability import StabilityReport
 

@@ -11,7 +11,8 @@ from pipeline.cli import main
 from pipeline.evaluation.policy_report import PolicyReport
 from pipeline.evaluation.stats import bootstrap_mean_interval, pearson, wilson_interval
 from pipeline.pusht.env import PushTSim, wrapped_pose
-from schemas import CameraSpec, EpisodeMeta, FeatureSpec, pusht_features
+from pipeline.pusht.features import pusht_features
+from schemas import CameraSpec, EpisodeMeta, FeatureSpec
 from sim_model.data.episode import Episode
 from sim_model.data.store import EpisodeStore
 from workers.actions import Observation

@@ -21,7 +21,8 @@ from pipeline.export.lerobot_repair import ExportCheckError, repair_and_verify
 from pipeline.export.stats import image_histogram
 from pipeline.imports import open_dataset
 from pipeline.imports.lerobot import video_backend
-from schemas import CameraSpec, FeatureSpec, SpecError, pusht_features
+from pipeline.pusht.features import pusht_features
+from schemas import CameraSpec, FeatureSpec, SpecError
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.store import TINY_LENGTHS, build_tiny_pusht_store, make_pusht_episode
 

@@ -15,7 +15,8 @@ from pipeline.generate import load_job
 from pipeline.generate.expand import expand, groups
 from pipeline.generate.outputs import claim_output
 from pipeline.generate.preflight import preflight
-from schemas import JobSpec, SpecError, pusht_features
+from pipeline.pusht.features import pusht_features
+from schemas import JobSpec, SpecError
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.store import make_pusht_episode
 from tests.workers.jobs import job_dict, write_job

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.export.lerobot import export_lerobot
-from schemas import pusht_features
+from pipeline.pusht.features import pusht_features
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.store import make_pusht_episode
 

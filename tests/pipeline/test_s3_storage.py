@@ -21,7 +21,8 @@ import pytest
 from pipeline.cli import main
 from pipeline.export.zarr_dp import export_zarr_dp
 from pipeline.imports import import_dataset, open_dataset
-from schemas import SpecError, pusht_features
+from pipeline.pusht.features import pusht_features
+from schemas import SpecError
 from sim_model import s3
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.s3 import S3Bucket, forget_s3_clients, free_ports

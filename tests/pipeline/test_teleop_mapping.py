@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pipeline.pusht.features import pusht_features
 from pipeline.teleop.mapping import (
     ActionMapper,
     InputState,
@@ -13,7 +14,7 @@ from pipeline.teleop.mapping import (
     load_mapping,
     resolve_mapping,
 )
-from schemas import FeatureSpec, SpecError, pusht_features
+from schemas import FeatureSpec, SpecError
 
 DT = 0.1  # one control step at 10 Hz
 

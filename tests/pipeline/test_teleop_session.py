@@ -10,12 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.pusht.features import pusht_features
 from pipeline.teleop.loop import Command, SimLoop
 from pipeline.teleop.mapping import resolve_mapping
 from pipeline.teleop.protocol import unpack_frame
 from pipeline.teleop.recording import WALL_TIME_KEY, EpisodeWriter, default_actions_dir
 from pipeline.teleop.session import CommandError, InitFrames, TeleopSession
-from schemas import SpecError, pusht_features
+from schemas import SpecError
 from sim_model.data.store import EpisodeStore
 from sim_model.world_model import WorldModel
 from workers.actions.streams import ActionStreams

@@ -4,7 +4,8 @@ import sys
 
 import pytest
 
-from schemas import FeatureSpec, JobSpec, SpecError, load_yaml, pusht_features, validate
+from pipeline.pusht.features import pusht_features
+from schemas import FeatureSpec, JobSpec, SpecError, load_yaml, validate
 
 
 def test_pusht_features_round_trip():

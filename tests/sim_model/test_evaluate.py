@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from schemas import EpisodeMeta, SpecError, pusht_features
+from pipeline.pusht.features import pusht_features
+from schemas import EpisodeMeta, SpecError
 from sim_model.data.episode import Episode
 from sim_model.data.store import EpisodeStore
 from sim_model.evaluate import evaluate_fidelity, mask_iou, plan_horizons

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import zarr
 
-from schemas import CameraSpec, FeatureSpec, SpecError, pusht_features
+from pipeline.pusht.features import pusht_features
+from schemas import CameraSpec, FeatureSpec, SpecError
 from sim_model.data.store import EpisodeStore, StoreDamaged
 from tests.fixtures.store import TINY_LENGTHS, make_pusht_episode
 from tests.sim_model.store_writer import episode_length

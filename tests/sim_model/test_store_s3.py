@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from schemas import SpecError, pusht_features
+from pipeline.pusht.features import pusht_features
+from schemas import SpecError
 from sim_model.data.store import EpisodeStore
 from sim_model.data.store_s3 import s3_storage_options
 from tests.fixtures.s3 import S3Bucket, forget_s3_clients, free_ports

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from schemas import EpisodeSpec, SpecError, pusht_features
+from pipeline.pusht.features import pusht_features
+from schemas import EpisodeSpec, SpecError
 from schemas.job import PolicySource, ReplaySource, ScriptedSource
 from workers.actions import GroupActions, Observation, make_action_source
 from workers.actions.replay import stretch

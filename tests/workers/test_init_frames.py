@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from schemas import SpecError, pusht_features
+from pipeline.pusht.features import pusht_features
+from schemas import SpecError
 from schemas.job import InitSpec, ReplaySource
 from workers.actions import make_action_source
 from workers.init_frames import list_init_refs, load_init, parse_ref

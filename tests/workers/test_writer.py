@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from schemas import SpecError, pusht_features
+from pipeline.pusht.features import pusht_features
+from schemas import SpecError
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.store import make_pusht_episode
 from workers import lease, storage
