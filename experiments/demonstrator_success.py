@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.evaluation.pusht_truth import roll_pusht, seeded_states
 from pipeline.evaluation.stats import bootstrap_mean_interval, wilson_interval
 from pipeline.pusht.demonstrator import PushTDemonstrator
 from pipeline.pusht.features import pusht_features
+from pipeline.pusht.truth import roll_pusht, seeded_states
 from schemas import EpisodeSpec
 
 log = logging.getLogger("demonstrator_success")

@@ -31,15 +31,11 @@ import numpy as np
 
 from experiments.bc_policy import BCPolicy
 from experiments.policy_zoo import ZOO
-from pipeline.evaluation.policy import (
-    episode_specs,
-    evaluate_in_model,
-    evaluate_in_pusht,
-    summarize,
-)
+from pipeline.evaluation.policy import episode_specs, evaluate_in_model, summarize
 from pipeline.evaluation.policy_report import PolicyReport, SideScore
 from pipeline.evaluation.stats import pearson
 from pipeline.pusht.scorer import coverage_trace, episode_frames
+from pipeline.pusht.truth import evaluate_in_pusht
 from schemas import EpisodeSpec, FeatureSpec
 from schemas.job import InitSpec, PolicySource
 from sim_model.data.episode import Episode

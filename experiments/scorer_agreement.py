@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.evaluation.pusht_truth import roll_pusht, seeded_states
 from pipeline.evaluation.stats import pearson
 from pipeline.pusht.demonstrator import PushTDemonstrator
 from pipeline.pusht.env import AGENT_RADIUS, PushTSim, distance_to_block
 from pipeline.pusht.features import pusht_features
 from pipeline.pusht.scorer import GOAL_POSE, SUCCESS_THRESHOLD, frame_coverage
+from pipeline.pusht.truth import roll_pusht, seeded_states
 from schemas import EpisodeSpec
 
 

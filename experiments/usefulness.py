@@ -34,13 +34,13 @@ import numpy as np
 
 from experiments.bc_policy import BCPolicy, train
 from pipeline.evaluation.policy import roll_world_model
-from pipeline.evaluation.pusht_truth import roll_pusht, seeded_states
 from pipeline.evaluation.stats import bootstrap_mean_interval, wilson_interval
 from pipeline.export.lerobot import export_lerobot
 from pipeline.pusht.demonstrator import PushTDemonstrator
 from pipeline.pusht.env import wrapped_pose
 from pipeline.pusht.features import pusht_features
 from pipeline.pusht.scorer import coverage_trace
+from pipeline.pusht.truth import roll_pusht, seeded_states
 from schemas import EpisodeMeta, EpisodeSpec
 from sim_model.data.episode import Episode
 from sim_model.data.store import EpisodeStore

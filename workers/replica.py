@@ -21,7 +21,7 @@ from schemas import EpisodeMeta, EpisodeRecord, EpisodeSpec, JobSpec, SpecError
 from sim_model.data.episode import Episode
 from workers.actions import GroupActions, Observation, make_action_source
 from workers.init_frames import load_init
-from workers.scoring import resolve_scorer, score_episode
+from workers.scoring import Scorer, import_scorer, score_episode
 from workers.writer import episode_features, read_commit, write_episode
 
 if TYPE_CHECKING:
@@ -46,7 +46,8 @@ def resolve_device(device: str) -> str:
 class WorldModelReplica:
     """One model replica. `roll_json` maps a group to the records of its episodes."""
 
-    def __init__(self, job: str, out: str, model: WorldModel | None = None) -> None:
+    def __init__(self, job: str, out: str, model: WorldModel | None = None,
+                 scorer: Scorer | None = None) -> None:
         self.job = JobSpec.model_validate_json(job)
         self.out = out
         self.abandon: Callable[[], bool] | None = None  # polled every step; True: GroupAbandoned
@@ -54,16 +55,17 @@ class WorldModelReplica:
         # wraps exceptions in its own types and keeps only their text.
         self.error = ""
         try:
-            self._setup(model)
+            self._setup(model, scorer)
         except SpecError as error:
             self.error = str(error)
 
     @classmethod
-    def with_model(cls, job: JobSpec, out: str, model: WorldModel) -> WorldModelReplica:
+    def with_model(cls, job: JobSpec, out: str, model: WorldModel,
+                   scorer: Scorer | None = None) -> WorldModelReplica:
         """A replica around a model already loaded (on job.device), e.g. the one preflight loaded."""
-        return cls(job.model_dump_json(), out, model)
+        return cls(job.model_dump_json(), out, model, scorer)
 
-    def _setup(self, model: WorldModel | None) -> None:
+    def _setup(self, model: WorldModel | None, scorer: Scorer | None) -> None:
         from sim_model.world_model import WorldModel
 
         self.device = resolve_device(self.job.device)
@@ -71,7 +73,11 @@ class WorldModelReplica:
         self.features = episode_features(self.wm.features, self.wm.has_state)
         self.sources = {name: make_action_source(cfg, self.wm.features, self.device)
                         for name, cfg in self.job.action_sources.items()}
-        self.scorer = resolve_scorer(self.job.filter.scorer) if self.job.filter else None
+        # The driver hands over the filter's scorer (pipeline.tasks.resolve_scorer); without
+        # one, a 'module:function' in the spec is imported here.
+        if scorer is None and self.job.filter is not None:
+            scorer = import_scorer(self.job.filter.scorer)
+        self.scorer = scorer
         log.info("replica ready: model %s on %s", self.wm.checkpoint_hash, self.device)
 
     def ready(self) -> str:

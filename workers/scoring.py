@@ -1,9 +1,10 @@
 """The success-filter hook: score a finished episode, then keep, drop or label it.
 
-A scorer is any callable Episode -> (score, success) (see `Scorer`). Built-in scorers are
-registered in `BUILTIN_SCORERS` (name -> 'module:function', imported only when named); a job may
-also name any 'package.module:function' with that signature. `iws eval policy` scores its
-rollouts through the same interface.
+A scorer is any callable Episode -> (score, success) (see `Scorer`). The workers do not know
+tasks: the pipeline resolves a job's scorer (a task's, by name, via pipeline.tasks, or a user's
+'package.module:function') and hands the callable to each replica. `import_scorer` imports the
+second kind, for a replica built straight from a job spec. `iws eval policy` scores its rollouts
+through the same interface.
 """
 
 from __future__ import annotations
@@ -29,23 +30,14 @@ class Scorer(Protocol):
     def __call__(self, episode: Episode) -> tuple[float, bool]: ...
 
 
-# Task-specific scorers live with their task (pipeline/<task>/); a name here imports one lazily.
-BUILTIN_SCORERS: dict[str, str] = {
-    # Goal coverage by the T estimated from pixels alone; success = coverage > 0.95 (gym-pusht).
-    "pusht_coverage": "pipeline.pusht.scorer:score_episode",
-}
-
-
-def resolve_scorer(name: str, what: str = "filter.scorer") -> Scorer:
-    """The scorer called `name`; SpecError listing the choices when there is none (`what`:
-    where the name came from, for the message)."""
-    if name in BUILTIN_SCORERS:
-        return import_object(BUILTIN_SCORERS[name], "scorer")
-    if ":" in name:
-        return import_object(name, "scorer")
-    known = ", ".join(sorted(BUILTIN_SCORERS)) or "none yet"
-    raise SpecError(f"{what} '{name}' is unknown; built-in scorers: {known}. Or give "
-                    "'package.module:function' returning (score, success) for an Episode.")
+def import_scorer(ref: str, what: str = "filter.scorer") -> Scorer:
+    """The user's scorer 'package.module:function'; SpecError for anything else (`what`: where
+    the name came from). A task's scorer by name is the pipeline's to resolve and hand over."""
+    if ":" not in ref:
+        raise SpecError(f"{what} '{ref}' is not 'package.module:function'; a task's scorer named "
+                        "so is resolved by the pipeline (pipeline.tasks.resolve_scorer) and handed "
+                        "to the replica.")
+    return import_object(ref, "scorer")
 
 
 def score_episode(scorer: Scorer, episode: Episode) -> TaskScore:

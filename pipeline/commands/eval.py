@@ -1,7 +1,8 @@
 """`iws eval <evaluation>`: measure a world model against recorded data (USAGE below).
 
 Each evaluation is one `_register_<name>` function below (parser + `func`); adding one (e.g.
-`iws eval policy`) is a new function and a line in EVALUATIONS.
+`iws eval policy`) is a new function and a line in EVALUATIONS. Task-specific choices
+(`--object-mask TASK`, `--ground-truth TASK`, the default `--scorer`) come from pipeline.tasks.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ USAGE = """Measure a world model against recorded data.
   iws eval fidelity  --model CKPT --data STORE [--horizons 1,10,50,200] --out DIR
   iws eval stability --model CKPT --init STORE[#EP:FRAME] --steps 6000 --out DIR
   iws eval policy    --model CKPT --policy (DIR | module:function) --init DATASET --episodes N
-                     [--horizon T] [--batch-size B] [--out DIR] [--ground-truth pusht] [--seed S]
+                     [--horizon T] [--batch-size B] [--out DIR] [--ground-truth TASK] [--seed S]
 
 `iws eval EVALUATION --help` describes each."""
 
@@ -32,12 +33,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         register_evaluation(evaluations)
 
 
+def _model_help() -> str:
+    from pipeline.tasks import TASKS
+
+    names = ", ".join(repr(t.bundled_model) for t in TASKS.values() if t.bundled_model)
+    return f"checkpoint directory or bundled name ({names})"
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="checkpoint directory or bundled name ('pusht')")
+    from pipeline.tasks import TASKS
+
+    parser.add_argument("--model", required=True, help=_model_help())
     parser.add_argument("--out", required=True, help="directory for the report, plots and videos")
-    parser.add_argument("--object-mask", choices=["none", "pusht"], default="none",
-                        help="task-specific object checks: 'pusht' adds T-mask IoU and the T's "
-                        "rigid-shape score (and, for stability, agent visibility)")
+    parser.add_argument("--object-mask", choices=["none", *TASKS], default="none",
+                        help="a task's object checks: object-mask IoU and the object's rigid-shape "
+                        "score (and, for stability, its health probes), e.g. 'pusht': the T-mask "
+                        "and agent visibility")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None,
                         help="inference precision (default: the checkpoint's setting)")
@@ -70,7 +81,8 @@ def _register_stability(sub: argparse._SubParsersAction) -> None:
         "stability", help="roll thousands of steps from one real frame and track frame health",
         description="Roll the model for --steps under a seeded smooth random walk through the "
         "action range, recording per step whether outputs stay finite, frame intensity and "
-        "contrast, and with --object-mask pusht agent visibility and the T's rigid-shape score. "
+        "contrast, and with --object-mask TASK the task's probes (pusht: agent visibility and the "
+        "T's rigid-shape score). "
         "Writes stability.json, stability.png and stability_frames.png to --out.")
     _common(parser)
     parser.add_argument("--init", required=True,
@@ -86,17 +98,21 @@ def _register_stability(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_policy(sub: argparse._SubParsersAction) -> None:
+    from pipeline.tasks import TASKS, default_task
+
+    default = default_task()
     parser = sub.add_parser(
-        "policy", help="score a policy closed loop inside the world model (and in gym-pusht)",
+        "policy", help="score a policy closed loop inside the world model (and in a task's ground truth)",
         description="Roll --episodes episodes of --horizon steps from the init dataset's frames, the "
         "policy acting on every generated frame (batched across episodes), score each episode with "
         "--scorer and report mean score and success rate with 95% intervals (bootstrap, Wilson). "
-        "--ground-truth pusht runs the same policy from the same initial states in gym-pusht and "
-        "reports both, paired per episode. Writes metrics.json and rollouts.gif|mp4 to --out.")
-    parser.add_argument("--model", required=True, help="checkpoint directory or bundled name ('pusht')")
+        "--ground-truth TASK runs the same policy from the same initial states in the task's own "
+        "environment (pusht: gym-pusht) and reports both, paired per episode. Writes metrics.json "
+        "and rollouts.gif|mp4 to --out.")
+    parser.add_argument("--model", required=True, help=_model_help())
     parser.add_argument("--policy", required=True, help="LeRobot pretrained-policy directory, or "
                         "'package.module:function' (or class) mapping (step, observation) -> (B, A), "
-                        "e.g. pipeline.pusht.demonstrator:PushTDemonstrator")
+                        f"e.g. {default.demonstrator}")
     parser.add_argument("--init", required=True, help="Zarr episode store or LeRobot dataset; episode "
                         "i starts from frame --init-frame of its episode i (round-robin)")
     parser.add_argument("--init-frame", type=int, default=0, help="frame of each init episode (default 0)")
@@ -105,11 +121,12 @@ def _register_policy(sub: argparse._SubParsersAction) -> None:
                         "300, gym-pusht's limit)")
     parser.add_argument("--batch-size", type=int, default=8, help="episodes rolled together")
     parser.add_argument("--out", default="runs/eval-policy", help="report directory")
-    parser.add_argument("--ground-truth", choices=["pusht"], help="also run the policy in gym-pusht "
-                        "(--init must be a Zarr store with state and block_pose, e.g. from `iws "
-                        "collect pusht`)")
-    parser.add_argument("--scorer", default="pusht_coverage",
-                        help="built-in scorer name or 'package.module:function' (default pusht_coverage)")
+    parser.add_argument("--ground-truth", choices=list(TASKS), help="also run the policy in the "
+                        "task's environment (pusht: gym-pusht; --init must be a Zarr store with state "
+                        "and block_pose, e.g. from `iws collect pusht`)")
+    parser.add_argument("--scorer", default=default.scorer_name,
+                        help="a task's scorer name (or the task's name), or 'package.module:function' "
+                        f"(default {default.scorer_name})")
     parser.add_argument("--videos", type=int, default=4, help="episodes shown in the video (0: none)")
     parser.add_argument("--video-format", choices=["gif", "mp4"], default="gif")
     parser.add_argument("--seed", type=int, default=0, help="seed of the episodes' seeds")
@@ -159,11 +176,9 @@ def _load_model(args: argparse.Namespace) -> Any:
 
 
 def _analyzer(args: argparse.Namespace) -> Any:
-    if args.object_mask == "pusht":
-        from pipeline.pusht.vision import PushTAnalyzer
+    from pipeline.tasks import get_task
 
-        return PushTAnalyzer()
-    return None
+    return None if args.object_mask == "none" else get_task(args.object_mask).object_analyzer()
 
 
 def _progress(args: argparse.Namespace, desc: str, total: int | None = None) -> Any:
@@ -310,10 +325,10 @@ def run_policy(args: argparse.Namespace) -> int:
     from pipeline.evaluation import report as out
     from pipeline.evaluation.policy import episode_specs, evaluate_policy
     from pipeline.evaluation.policy_report import policy_table, rollout_grid
+    from pipeline.tasks import get_task, resolve_scorer
     from schemas.job import InitSpec, PolicySource
     from workers.actions.policy import make_policy_source
     from workers.init_frames import list_init_refs
-    from workers.scoring import resolve_scorer
 
     for flag in ("episodes", "horizon", "batch_size"):
         _positive(getattr(args, flag), "--" + flag.replace("_", "-"))
@@ -322,6 +337,7 @@ def run_policy(args: argparse.Namespace) -> int:
     if os.getcwd() not in sys.path:  # as `iws generate`: 'module:fn' policies may live in the working dir
         sys.path.insert(0, os.getcwd())
     scorer = resolve_scorer(args.scorer, "--scorer")
+    ground_truth = get_task(args.ground_truth, "--ground-truth") if args.ground_truth else None
     model = _load_model(args)
     refs = list_init_refs(InitSpec(dataset=args.init, frame=args.init_frame), model.features)
     specs = episode_specs(refs, args.episodes, args.horizon, args.seed)
@@ -330,7 +346,7 @@ def run_policy(args: argparse.Namespace) -> int:
     with _progress(args, "rollouts", sides * args.episodes * args.horizon) as bar:
         result = evaluate_policy(
             model, policy, scorer, specs, args.horizon, args.batch_size, args.videos,
-            args.ground_truth, args.seed,
+            ground_truth, args.seed,
             {"policy": args.policy, "model": str(args.model), "init": args.init, "scorer": args.scorer},
             progress=lambda side, steps: bar.update(steps))
     outdir = Path(args.out)

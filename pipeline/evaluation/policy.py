@@ -1,4 +1,4 @@
-"""Score a policy closed loop inside a world model (and, for PushT, in gym-pusht beside it).
+"""Score a policy closed loop inside a world model (and in a task's ground truth beside it).
 
 Episode i starts from initial-frame reference i (the init dataset's episodes in order, reused
 round-robin when more episodes are asked for) with seed SeedSequence((seed, i)), so the world
@@ -6,7 +6,8 @@ model's noise and a stochastic policy's draws are the same for a row whatever th
 The policy is the generation job's policy source (workers.actions.policy): a 'module:function'
 callable or class, or a LeRobot pretrained-policy directory, seeing frames (B, V, H, W, 3) uint8
 and state (B, S) and returning actions (B, A). Every episode is scored by a workers.scoring
-scorer from its frames (and predicted state).
+scorer from its frames (and predicted state). With a task (pipeline.tasks) as ground truth, the
+same policy also runs from the same initial frames in the task's own environment, e.g. gym-pusht.
 """
 
 from __future__ import annotations
@@ -30,12 +31,11 @@ from schemas import EpisodeMeta, EpisodeSpec, FeatureSpec, SpecError
 from sim_model.data.episode import Episode
 from sim_model.world_model import WorldModel
 from workers.actions.base import ActionSource, Observation, check_actions
-from workers.init_frames import load_init, parse_ref
+from workers.init_frames import load_init
 from workers.scoring import Scorer, score_episode
 
-if TYPE_CHECKING:  # PushT code is imported only when the PushT ground truth is asked for
-    from pipeline.evaluation.pusht_truth import InitialState
-    from sim_model.data.store import EpisodeStore
+if TYPE_CHECKING:
+    from pipeline.tasks.base import Task
 
 log = logging.getLogger(__name__)
 
@@ -123,60 +123,6 @@ def evaluate_in_model(model: WorldModel, policy: ActionSource, scorer: Scorer,
     return scores, kept
 
 
-def pusht_initial_states(specs: Sequence[EpisodeSpec]) -> list[InitialState]:
-    """gym-pusht states of the specs' initial frames, from the Zarr store's recorded agent
-    position (state) and block_pose."""
-    from pipeline.evaluation.pusht_truth import InitialState
-    from sim_model.data.store import EpisodeStore
-    from workers.actions.streams import dataset_kind
-
-    states: list[InitialState] = []
-    stores: dict[str, EpisodeStore] = {}
-    for spec in specs:
-        path, episode, frame = parse_ref(spec.init_ref) or (spec.init_ref, 0, 0)
-        if dataset_kind(path) != "zarr":
-            raise SpecError(f"--ground-truth pusht needs a Zarr episode store as --init (got {path}): "
-                            "it reads each start's recorded state and block_pose.")
-        if path not in stores:
-            stores[path] = EpisodeStore.open(path, "r")
-        store = stores[path]
-        names = [e.name for e in store.features.extras]
-        if store.features.state_dim != 2 or "block_pose" not in names:
-            raise SpecError(f"--ground-truth pusht: {path} lacks the agent position (state, 2 values) "
-                            "or the block_pose extra; use a store recorded with `iws collect pusht`.")
-        step = store.window(episode, frame, frame + 1, keys=["state", "block_pose"])
-        states.append(InitialState(step["state"][0].astype(np.float64),
-                                   step["block_pose"][0].astype(np.float64)))
-    return states
-
-
-def evaluate_in_pusht(policy: ActionSource, specs: Sequence[EpisodeSpec], features: FeatureSpec,
-                      horizon: int, batch_size: int, videos: int, progress: Progress | None = None,
-                      ) -> tuple[list[SideScore], list[np.ndarray]]:
-    """The same policy from the same initial states in gym-pusht; frames of the first `videos`."""
-    from pipeline.evaluation.pusht_truth import roll_pusht
-
-    cam = features.cameras[0]
-    if len(features.cameras) != 1 or cam.height != cam.width or features.action_dim != 2:
-        raise SpecError("--ground-truth pusht needs a PushT-like model: one square camera and 2-D "
-                        f"actions; this model has cameras {list(features.camera_names)} and "
-                        f"action_dim {features.action_dim}.")
-    states = pusht_initial_states(specs)
-    scores: list[SideScore] = []
-    kept: list[np.ndarray] = []
-    for start in range(0, len(specs), batch_size):
-        batch = specs[start:start + batch_size]
-        keep = [r for r, s in enumerate(batch) if s.index < videos]
-        tick = None if progress is None else functools.partial(progress, "ground truth")
-        result = roll_pusht(policy, batch, states[start:start + batch_size], horizon,
-                            cam.height, keep_frames=keep, progress=tick)
-        for row in range(len(batch)):
-            scores.append(SideScore(score=float(result.best[row]), success=bool(result.success[row]),
-                                    final=float(result.final[row])))
-        kept.extend(result.frames[r] for r in keep)
-    return scores, kept
-
-
 @dataclass
 class PolicyEvaluation:
     report: PolicyReport
@@ -203,18 +149,17 @@ def summarize(specs: Sequence[EpisodeSpec], model_scores: list[SideScore],
 
 def evaluate_policy(model: WorldModel, policy: ActionSource, scorer: Scorer,
                     specs: Sequence[EpisodeSpec], horizon: int, batch_size: int, videos: int,
-                    ground_truth: str | None, seed: int, labels: Mapping[str, str],
+                    ground_truth: Task | None, seed: int, labels: Mapping[str, str],
                     progress: Progress | None = None) -> PolicyEvaluation:
     """Both sides, then the report; labels name the policy, model, init and scorer in it."""
     model_scores, model_videos = evaluate_in_model(model, policy, scorer, specs, horizon,
                                                    batch_size, videos, progress)
     truth_scores, truth_videos = None, None
-    if ground_truth == "pusht":
-        truth_scores, truth_videos = evaluate_in_pusht(policy, specs, model.features, horizon,
-                                                       batch_size, videos, progress)
-    elif ground_truth is not None:
-        raise SpecError(f"--ground-truth {ground_truth!r} is unknown; the one built in is 'pusht'.")
+    if ground_truth is not None:
+        tick = None if progress is None else functools.partial(progress, "ground truth")
+        truth_scores, truth_videos = ground_truth.roll_ground_truth(
+            policy, specs, model.features, horizon, batch_size, videos, tick)
     report = summarize(specs, model_scores, truth_scores, seed,
                        {**labels, "checkpoint_hash": model.checkpoint_hash, "horizon": horizon,
-                        "ground_truth_env": ground_truth})
+                        "ground_truth_env": None if ground_truth is None else ground_truth.name})
     return PolicyEvaluation(report, model_videos, truth_videos)

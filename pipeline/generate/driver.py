@@ -132,7 +132,8 @@ class _JobRun:
         from pipeline.generate.ray_exec import execute
 
         try:
-            execute(self.spec, pending, address=address, on_record=self.on_record, model=self.plan.model)
+            execute(self.spec, pending, address=address, on_record=self.on_record, model=self.plan.model,
+                    scorer=self.plan.scorer)
         finally:
             if not self.lease.lost:  # what is committed stays; a rerun resumes from here
                 self.done.update(self._markers())

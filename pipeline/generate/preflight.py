@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.generate.expand import expand
+from pipeline.tasks import resolve_scorer
 from schemas import EpisodeSpec, FeatureSpec, JobSpec, SpecError
 from schemas.job import ReplaySource
 from workers import storage
 from workers.actions import make_action_source
 from workers.init_frames import list_init_refs
-from workers.scoring import resolve_scorer
+from workers.scoring import Scorer
 from workers.writer import episode_features
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ class Plan:
     episodes: list[EpisodeSpec]
     # The WorldModel loaded on CPU for the checks; the driver rolls the first groups with it.
     model: Any = dataclasses.field(default=None, repr=False, compare=False)
+    # The filter's scorer, resolved here and handed to every replica (None without a filter).
+    scorer: Scorer | None = dataclasses.field(default=None, repr=False, compare=False)
 
 
 def _load_model(spec: JobSpec):  # -> WorldModel
@@ -88,11 +91,10 @@ def preflight(spec: JobSpec) -> Plan:
     except SpecError as error:
         raise SpecError(f"init: {error}") from None
     _check_sources(spec, features)
-    if spec.filter is not None:
-        resolve_scorer(spec.filter.scorer)
+    scorer = resolve_scorer(spec.filter.scorer) if spec.filter is not None else None
     if not remote:  # creates the directory: only once everything else is known to be right
         _check_output(spec)
     log.info("job %s: %d episodes x %d steps, model %s, %d initial frames", spec.name, spec.episodes,
              spec.horizon, wm.checkpoint_hash, len(refs))
     return Plan(spec=spec, model_features=features, features=episode_features(features, wm.has_state),
-                model_hash=wm.checkpoint_hash, episodes=expand(spec, refs), model=wm)
+                model_hash=wm.checkpoint_hash, episodes=expand(spec, refs), model=wm, scorer=scorer)

@@ -21,9 +21,12 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from schemas import EpisodeRecord, EpisodeSpec, JobSpec, SpecError
+
+if TYPE_CHECKING:
+    from workers.scoring import Scorer
 
 log = logging.getLogger(__name__)
 WAIT_S = 0.1  # how often the loop looks at the lead replica between Ray results
@@ -81,8 +84,9 @@ class LeadReplica:
     replica makes: CPU, as many torch threads as Ray gives a replica of `num_cpus`.
     """
 
-    def __init__(self, spec: JobSpec, model: Any, queue: collections.deque[list[EpisodeSpec]]) -> None:
-        self.spec, self.model, self.queue = spec, model, queue
+    def __init__(self, spec: JobSpec, model: Any, queue: collections.deque[list[EpisodeSpec]],
+                 scorer: Scorer | None = None) -> None:
+        self.spec, self.model, self.queue, self.scorer = spec, model, queue, scorer
         self.stop = threading.Event()  # set when a Ray replica is ready: take no new group
         self.abandon = threading.Event()  # set when the job ends: drop the group being rolled
         self.done: collections.deque[tuple[list[str], str]] = collections.deque()
@@ -103,7 +107,7 @@ class LeadReplica:
         torch.set_num_threads(max(1, int(self.spec.resources.num_cpus)))  # Ray's OMP_NUM_THREADS
         try:
             replica = WorldModelReplica.with_model(self.spec.model_copy(update={"device": "cpu"}),
-                                                   self.spec.output.path, self.model)
+                                                   self.spec.output.path, self.model, self.scorer)
             replica.abandon = self.abandon.is_set
             while not self.stop.is_set():
                 try:
@@ -136,19 +140,21 @@ def _deliver(result: tuple[list[str], str], on_record: Callable[[EpisodeRecord],
 
 
 def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | None,
-            on_record: Callable[[EpisodeRecord], None], model: Any = None) -> None:
+            on_record: Callable[[EpisodeRecord], None], model: Any = None,
+            scorer: Scorer | None = None) -> None:
     """Roll every pending group on a pool of replicas; `on_record` sees each committed episode.
     `model`: the WorldModel preflight loaded; given, the driver rolls groups itself while an
-    embedded Ray starts (see LeadReplica)."""
+    embedded Ray starts (see LeadReplica). `scorer`: the filter's, resolved by preflight; each
+    replica gets it as a constructor argument (pickled by reference: its module is imported there)."""
     queue = collections.deque(pending)
-    lead = LeadReplica(spec, model, queue) if model is not None and LeadReplica.usable(spec, address) else None
+    lead = LeadReplica(spec, model, queue, scorer) if model is not None and LeadReplica.usable(spec, address) else None
     if lead is not None:
         lead.thread.start()
     started = False
     interrupted = False
     try:
         started = connect(address)
-        _dispatch(spec, queue, lead, on_record)
+        _dispatch(spec, queue, lead, on_record, scorer)
     except (KeyboardInterrupt, SystemExit):
         # Ctrl-C, or a stop: SIGTERM, which a connected Ray driver turns into sys.exit(15). The
         # caller records what is committed before the process exits (which disconnects from Ray
@@ -168,7 +174,7 @@ def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | N
 
 
 def _dispatch(spec: JobSpec, queue: collections.deque[list[EpisodeSpec]], lead: LeadReplica | None,
-              on_record: Callable[[EpisodeRecord], None]) -> None:
+              on_record: Callable[[EpisodeRecord], None], scorer: Scorer | None = None) -> None:
     """Start the replicas together, then hand each free one the next group until all are done."""
     import ray
 
@@ -179,7 +185,8 @@ def _dispatch(spec: JobSpec, queue: collections.deque[list[EpisodeSpec]], lead: 
         max_restarts=-1, max_task_retries=-1)  # a killed replica restarts and reruns its group
     count = min(spec.replicas, len(queue))
     job = spec.model_dump_json()
-    replicas: list[Any] = [actor.remote(job, spec.output.path) for _ in range(count)]  # handles
+    replicas: list[Any] = [actor.remote(job, spec.output.path, None, scorer)  # handles
+                           for _ in range(count)]
     running: dict[Any, Any] = {r.ready.remote(): r for r in replicas}  # ref -> replica
     while running or (lead is not None and (lead.busy or lead.done)):
         leading = lead is not None and lead.busy

@@ -1,6 +1,19 @@
-"""Ground-truth PushT: the gym-pusht simulator, scripted play primitives and dataset collection.
+"""PushT, the first task of the registry (pipeline.tasks): gym-pusht, scripted play, scoring.
 
-gym-pusht stands in for the real robot (DESIGN.md §5); nothing outside `pipeline.pusht` and the
-`iws collect pusht` command depends on it. Submodules are imported explicitly (no re-exports)
-so that importing this package stays free of pygame and pymunk.
+gym-pusht stands in for the real robot (DESIGN.md §5); nothing outside `pipeline.pusht` depends
+on it. The rest of the pipeline reaches PushT through `task.PushT`, its entry in
+`pipeline.tasks.TASKS`:
+
+    task.py        PushT: the Task interface, each method importing what it needs when called
+    features.py    pusht_features(resolution): the FeatureSpec of its recordings
+    env.py         PushTSim, a thin gym-pusht wrapper; geometry of the arena and the T
+    primitives.py  scripted play (push, rotate, contact, roam, chain); collect.py writes it
+    vision.py      the T and the agent from pixels alone (PushTAnalyzer, `--object-mask pusht`)
+    tee_fit.py     the T's pose fitted to its pixels
+    scorer.py      goal coverage from pixels (`pusht_coverage`)
+    truth.py       a policy rolled in gym-pusht beside the world model (`--ground-truth pusht`)
+    demonstrator.py, push_planner.py   the pixel-only scripted demonstrator
+
+Submodules are imported explicitly (no re-exports) so that importing this package stays free of
+pygame and pymunk.
 """

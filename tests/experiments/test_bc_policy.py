@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from experiments.bc_policy import CHUNK, EXECUTE, BCPolicy, chunk_targets, from_unit, to_unit, train
-from pipeline.evaluation.pusht_truth import roll_pusht, seeded_states
 from pipeline.pusht.features import pusht_features
+from pipeline.pusht.truth import roll_pusht, seeded_states
 from schemas import EpisodeMeta, EpisodeSpec, SpecError
 from sim_model.data.episode import Episode
 from sim_model.data.store import EpisodeStore

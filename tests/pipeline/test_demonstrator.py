@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from pipeline.evaluation.pusht_truth import InitialState, roll_pusht
 from pipeline.pusht.demonstrator import PushTDemonstrator
 from pipeline.pusht.env import CLEARANCE, PushTSim, distance_to_block
 from pipeline.pusht.features import pusht_features
 from pipeline.pusht.push_planner import PushPlanner, pose_error, route
 from pipeline.pusht.scorer import GOAL_POSE
+from pipeline.pusht.truth import InitialState, roll_pusht
 from schemas import EpisodeSpec, FeatureSpec, SpecError
 from schemas.job import PolicySource
 from workers.actions import Observation

@@ -12,9 +12,10 @@ from pipeline.pusht.scorer import (
     frame_coverage,
     score_episode,
 )
+from pipeline.tasks import resolve_scorer
 from schemas import EpisodeMeta, SpecError
 from sim_model.data.episode import Episode
-from workers.scoring import BUILTIN_SCORERS, TaskScore, resolve_scorer
+from workers.scoring import TaskScore
 from workers.scoring import score_episode as run_scorer
 
 FAR_AGENT = np.array([60.0, 460.0])  # well clear of the goal region
@@ -102,8 +103,8 @@ def test_trace_stride_keeps_the_last_frame(sim):
 
 
 def test_builtin_scorer_serves_the_job_filter(sim):
-    assert "pusht_coverage" in BUILTIN_SCORERS
     scorer = resolve_scorer("pusht_coverage")
+    assert scorer is score_episode and resolve_scorer("pusht") is score_episode  # or by task name
     frames = sim.reset_to(FAR_AGENT, GOAL_POSE).frame[None]  # (1, H, W, 3)
     episode = Episode(frames={"top": frames}, action=np.zeros((1, 2), np.float32),
                       meta=EpisodeMeta(episode_id="e", length=1))
@@ -122,14 +123,15 @@ def test_scorer_errors_name_the_problem():
 
 def test_generation_job_labels_episodes_with_coverage(tmp_path, tiny_checkpoint, tiny_pusht_store):
     """A job driven by the demonstrator with the pusht_coverage filter, rolled in-process by a
-    replica (no Ray): each record carries the score the scorer gives the written episode."""
+    replica (no Ray) that preflight hands the scorer to: each record carries the score the
+    scorer gives the written episode."""
     import torch
 
-    from pipeline.generate.expand import expand, groups
+    from pipeline.generate.expand import groups
+    from pipeline.generate.preflight import preflight
     from schemas import JobSpec
     from sim_model.data.store import EpisodeStore
     from tests.workers.jobs import job_dict
-    from workers.init_frames import list_init_refs
     from workers.replica import WorldModelReplica
     from workers.writer import episode_uri
 
@@ -137,13 +139,14 @@ def test_generation_job_labels_episodes_with_coverage(tmp_path, tiny_checkpoint,
                    filter={"scorer": "pusht_coverage", "mode": "keep"},
                    action_sources={"demo": {"kind": "policy",
                                             "policy": "pipeline.pusht.demonstrator:PushTDemonstrator"}})
-    spec = JobSpec.model_validate(job)
+    plan = preflight(JobSpec.model_validate(job))
+    assert plan.scorer is score_episode
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        replica = WorldModelReplica(spec.model_dump_json(), str(tmp_path / "out"))
+        replica = WorldModelReplica(plan.spec.model_dump_json(), str(tmp_path / "out"), scorer=plan.scorer)
         assert replica.error == ""
-        batch = groups(expand(spec, list_init_refs(spec.init, replica.wm.features)), spec.batch_size)[0]
+        batch = groups(plan.episodes, plan.spec.batch_size)[0]
         records = replica.roll_group(batch)
     finally:
         torch.set_num_threads(threads)

@@ -1,9 +1,12 @@
-"""Roll a policy closed loop in gym-pusht itself: the ground truth beside world-model rollouts.
+"""PushT's ground truth: a policy rolled closed loop in gym-pusht itself, beside world-model rollouts
+(`iws eval policy --ground-truth pusht`, through the PushT task).
 
 The batch runs in lockstep, one PushTSim per row, so the policy sees exactly the batched
 observation it sees inside the world model: frames (B, 1, H, W, 3) uint8 from camera 'top' and
 state (B, 2), the agent position. Coverage is gym-pusht's own (`info["coverage"]`); success is
-coverage > 0.95 at any step, as gym-pusht (which ends the episode there) reports it.
+coverage > 0.95 at any step, as gym-pusht (which ends the episode there) reports it. Each
+episode starts from the agent position (state) and block_pose an `iws collect pusht` store
+recorded at its initial frame.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.evaluation.policy_report import SideScore
 from pipeline.pusht.env import SUCCESS_COVERAGE, PushTSim
-from schemas import EpisodeSpec
+from schemas import EpisodeSpec, FeatureSpec, SpecError
 from workers.actions.base import ActionSource, Observation, check_actions
+from workers.init_frames import parse_ref
 
 
 @dataclass(frozen=True)
@@ -104,3 +109,55 @@ def roll_pusht(policy: ActionSource, specs: Sequence[EpisodeSpec], states: Seque
 def _observation(obs: Sequence) -> Observation:
     frames = np.stack([o.frame for o in obs])[:, None]  # (B, 1, H, W, 3)
     return Observation(frames, np.stack([o.agent for o in obs]).astype(np.float32))
+
+
+def initial_states(specs: Sequence[EpisodeSpec]) -> list[InitialState]:
+    """gym-pusht states of the specs' initial frames, from the Zarr store's recorded agent
+    position (state) and block_pose."""
+    from sim_model.data.store import EpisodeStore
+    from workers.actions.streams import dataset_kind
+
+    states: list[InitialState] = []
+    stores: dict[str, EpisodeStore] = {}
+    for spec in specs:
+        path, episode, frame = parse_ref(spec.init_ref) or (spec.init_ref, 0, 0)
+        if dataset_kind(path) != "zarr":
+            raise SpecError(f"--ground-truth pusht needs a Zarr episode store as --init (got {path}): "
+                            "it reads each start's recorded state and block_pose.")
+        if path not in stores:
+            stores[path] = EpisodeStore.open(path, "r")
+        store = stores[path]
+        names = [e.name for e in store.features.extras]
+        if store.features.state_dim != 2 or "block_pose" not in names:
+            raise SpecError(f"--ground-truth pusht: {path} lacks the agent position (state, 2 values) "
+                            "or the block_pose extra; use a store recorded with `iws collect pusht`.")
+        step = store.window(episode, frame, frame + 1, keys=["state", "block_pose"])
+        states.append(InitialState(step["state"][0].astype(np.float64),
+                                   step["block_pose"][0].astype(np.float64)))
+    return states
+
+
+def evaluate_in_pusht(policy: ActionSource, specs: Sequence[EpisodeSpec], features: FeatureSpec,
+                      horizon: int, batch_size: int, videos: int,
+                      progress: Callable[[int], None] | None = None,
+                      ) -> tuple[list[SideScore], list[np.ndarray]]:
+    """The same policy from the same initial states in gym-pusht: a score per episode and frames
+    (T+1, H, W, 3) of the first `videos`; `progress(steps)` after each batch step."""
+    cam = features.cameras[0]
+    if len(features.cameras) != 1 or cam.height != cam.width or features.action_dim != 2:
+        raise SpecError("--ground-truth pusht needs a PushT-like model: one square camera and 2-D "
+                        f"actions; this model has cameras {list(features.camera_names)} and "
+                        f"action_dim {features.action_dim}.")
+    states = initial_states(specs)
+    scores: list[SideScore] = []
+    kept: list[np.ndarray] = []
+    for start in range(0, len(specs), batch_size):
+        batch = specs[start:start + batch_size]
+        keep = [r for r, s in enumerate(batch) if s.index < videos]
+        result = roll_pusht(policy, batch, states[start:start + batch_size], horizon,
+                            cam.height, keep_frames=keep, progress=progress)
+        for row in range(len(batch)):
+            scores.append(SideScore(score=float(result.best[row]), success=bool(result.success[row]),
+                                    final=float(result.final[row])))
+        kept.extend(result.frames[r] for r in keep)
+    return scores, kept

@@ -1,0 +1,98 @@
+"""PushT as a task of the registry (pipeline.tasks): gym-pusht play, the pixel coverage scorer,
+T-mask checks, gym-pusht as ground truth, the pixel demonstrator and the bundled model.
+
+Cheap to import: each method imports the module it needs (gym-pusht, pymunk, shapely) when called.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pipeline.pusht.features import pusht_features
+from schemas import FeatureSpec, SpecError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pipeline.evaluation.policy_report import SideScore
+    from pipeline.tasks.base import CollectProgress, StepProgress
+    from schemas import EpisodeSpec
+    from sim_model.evaluate import FrameAnalyzer
+    from workers.actions.base import ActionSource
+    from workers.scoring import Scorer
+
+
+class PushT:
+    """Push the T-shaped block onto the green target, in gym-pusht 0.1.8 (96 x 96 pixels)."""
+
+    name = "pusht"
+    summary = "gym-pusht with scripted play primitives"
+    scorer_name = "pusht_coverage"
+    demonstrator = "pipeline.pusht.demonstrator:PushTDemonstrator"
+    bundled_model = "pusht"
+
+    def features(self) -> FeatureSpec:
+        return pusht_features()
+
+    def add_collect_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.description = (
+            "Scripted play in gym-pusht. Primitives: push (approach a point of the T, push it "
+            "100-160 of 512 canvas units), rotate (turn it 25-35 degrees by pushing an arm), contact "
+            "(small random touches), roam (motion that avoids the block), chain (a random sequence "
+            "of those within one episode). Each episode plays one primitive drawn from --mix, "
+            "repeated to fill --steps, and is kept only when it did what it means. Deterministic "
+            "for a seed, whatever --workers.")
+        parser.add_argument("--resolution", type=int, default=96,
+                            help="square frame size in pixels (default 96, gym-pusht's own)")
+        parser.add_argument("--workers", type=int, default=None, help="worker processes, one env "
+                            "each (default: the CPU cores this process may use)")
+        parser.add_argument("--mix", default=None,
+                            help="primitive weights, e.g. push=0.4,rotate=0.2,contact=0.1,roam=0.1,"
+                            "chain=0.2 (default: push=0.35,rotate=0.25,contact=0.1,roam=0.1,chain=0.2)")
+
+    def collect(self, args: argparse.Namespace, out: str, progress: CollectProgress) -> str:
+        from pipeline.pusht.collect import (
+            DEFAULT_MIX,
+            CollectConfig,
+            collect,
+            open_output,
+            parse_mix,
+        )
+
+        mix = parse_mix(args.mix) if args.mix is not None else dict(DEFAULT_MIX)
+        config = CollectConfig(episodes=args.episodes, steps=args.steps, seed=args.seed,
+                               resolution=args.resolution, mix=mix)
+        workers = args.workers if args.workers is not None else len(os.sched_getaffinity(0))
+        if workers < 1:
+            raise SpecError(f"--workers must be at least 1, got {workers}.")
+        store = open_output(config, out, overwrite=args.overwrite, resume=args.resume)
+        progress(len(store), config.episodes)
+        stats = collect(config, store, workers=workers,
+                        on_episode=lambda _: progress(len(store), config.episodes))
+        lines = [f"{out}: {stats.episodes} episodes x {config.steps} steps at "
+                 f"{config.resolution}x{config.resolution} added, {len(store)} in the store "
+                 f"(mix {config.mix_text()})"]
+        if stats.episodes:
+            lines.append(stats.table())
+        return "\n".join(lines)
+
+    def scorer(self) -> Scorer:
+        from pipeline.pusht.scorer import score_episode
+
+        return score_episode
+
+    def object_analyzer(self) -> FrameAnalyzer:
+        from pipeline.pusht.vision import PushTAnalyzer
+
+        return PushTAnalyzer()
+
+    def roll_ground_truth(self, policy: ActionSource, specs: Sequence[EpisodeSpec],
+                          features: FeatureSpec, horizon: int, batch_size: int, videos: int,
+                          progress: StepProgress | None = None,
+                          ) -> tuple[list[SideScore], list[np.ndarray]]:
+        from pipeline.pusht.truth import evaluate_in_pusht
+
+        return evaluate_in_pusht(policy, specs, features, horizon, batch_size, videos, progress)

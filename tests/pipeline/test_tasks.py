@@ -1,0 +1,63 @@
+"""The task registry (pipeline.tasks): every entry complete and consistent, choices and errors
+drawn from it, and no task named below the pipeline."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import build_parser
+from pipeline.pusht.features import pusht_features
+from pipeline.tasks import TASKS, default_task, get_task, resolve_scorer
+from schemas import SpecError
+from sim_model.checkpoint import BUNDLED
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_each_task_is_complete(name: str) -> None:
+    task = TASKS[name]
+    assert task.name == name
+    assert task.features().cameras and task.features().action_dim > 0
+    assert callable(task.scorer()) and resolve_scorer(task.scorer_name) is task.scorer()
+    assert task.object_analyzer().object_mask is not None
+    assert task.bundled_model is None or task.bundled_model in BUNDLED
+    module, _, attr = task.demonstrator.partition(":")
+    assert attr and (ROOT / (module.replace(".", "/") + ".py")).is_file()
+
+
+def test_pusht_is_the_first_entry_and_gives_the_defaults() -> None:
+    assert default_task() is TASKS["pusht"]
+    args = build_parser().parse_args(["eval", "policy", "--model", "m", "--policy", "p", "--init", "i"])
+    assert args.scorer == "pusht_coverage" and args.ground_truth is None
+
+
+def test_unknown_names_list_the_choices() -> None:
+    with pytest.raises(SpecError, match="'sweep' is unknown; the tasks are pusht"):
+        get_task("sweep", "--ground-truth")
+    with pytest.raises(SpecError, match="built-in scorers: pusht_coverage .* a task's name: pusht"):
+        resolve_scorer("coverage")
+
+
+def test_the_deprecated_schemas_copy_equals_pushts_features() -> None:
+    from schemas import pusht_features as deprecated
+
+    assert all(deprecated(r) == pusht_features(r) for r in (32, 96))
+
+
+def test_no_layer_below_the_pipeline_names_a_pipeline_module() -> None:
+    """Neither an import nor a 'pipeline.x:attr' string (the old BUILTIN_SCORERS indirection)."""
+    offenders = []
+    for package in ("schemas", "sim_model", "workers"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom)
+                         else [node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                         and ":" in node.value and " " not in node.value else [])
+                offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names
+                              if n == "pipeline" or n.startswith("pipeline.")]
+    assert offenders == []
