@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_model(preset: str, resolution: int, directory: Path) -> Path:
-    from schemas import pusht_features
+    from pipeline.pusht.features import pusht_features
     from sim_model.world_model import WorldModel
 
     path = directory / f"{preset}-{resolution}"

@@ -176,7 +176,7 @@ def make_job(work: Path) -> Path:
     import yaml
     from PIL import Image
 
-    from schemas import pusht_features
+    from pipeline.pusht.features import pusht_features
     from sim_model.world_model import WorldModel
 
     model = WorldModel.random(pusht_features(32), preset="tiny", seed=0).save(work / "model")

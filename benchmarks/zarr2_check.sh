@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from schemas import EpisodeMeta, pusht_features
+from pipeline.pusht.features import pusht_features
+from schemas import EpisodeMeta
 from sim_model.data.episode import Episode
 from sim_model.data.store import EpisodeStore
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.export.zarr_dp import export_zarr_dp
-from schemas import EpisodeMeta, pusht_features
+from pipeline.pusht.features import pusht_features
+from schemas import EpisodeMeta
 from sim_model.data.episode import Episode
 from sim_model.data.store import EpisodeStore
 

@@ -2,7 +2,7 @@
 
 from schemas.episode import EpisodeMeta, EpisodeRecord, EpisodeSpec
 from schemas.errors import SpecError, load_yaml, validate
-from schemas.features import CameraSpec, ExtraSpec, FeatureSpec, pusht_features
+from schemas.features import CameraSpec, ExtraSpec, FeatureSpec
 from schemas.job import JobSpec
 from schemas.lease import LeaseRecord
 from schemas.manifest import ExportRecord, RunManifest
@@ -10,5 +10,5 @@ from schemas.manifest import ExportRecord, RunManifest
 __all__ = [
     "CameraSpec", "EpisodeMeta", "EpisodeRecord", "EpisodeSpec", "ExportRecord", "ExtraSpec",
     "FeatureSpec", "JobSpec", "LeaseRecord", "RunManifest", "SpecError", "load_yaml",
-    "pusht_features", "validate",
+    "validate",
 ]

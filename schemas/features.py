@@ -80,25 +80,3 @@ class FeatureSpec(BaseModel):
             if any(lo >= hi for lo, hi in zip(self.action_low, self.action_high, strict=True)):
                 raise ValueError("every action_low must be below its action_high")
         return self
-
-
-def pusht_features(resolution: int = 96) -> FeatureSpec:
-    """Deprecated copy of `pipeline.pusht.features.pusht_features`, PushT's own (a task's features
-    live with the task). It stays only until its last three callers, owned elsewhere
-    (benchmarks/bench_generate.py, benchmarks/chaos.py, tests/pipeline/test_generate_job.py),
-    import that one; then it goes. tests/pipeline/test_tasks.py keeps the two equal."""
-    return FeatureSpec(
-        cameras=(CameraSpec(name="top", height=resolution, width=resolution),),
-        action_dim=2,
-        state_dim=2,
-        fps=10.0,
-        action_low=(0.0, 0.0),
-        action_high=(512.0, 512.0),
-        action_names=("x", "y"),
-        state_names=("agent_x", "agent_y"),
-        extras=(
-            ExtraSpec(name="block_pose", shape=(3,), dtype="float32"),
-            ExtraSpec(name="coverage", shape=(), dtype="float32"),
-            ExtraSpec(name="success", shape=(), dtype="bool"),
-        ),
-    )

@@ -235,7 +235,7 @@ def test_replica_killed_mid_job_still_gives_exactly_n_episodes(tmp_path: Path, r
 def test_example_job_runs_on_the_embedded_default(tmp_path: Path, ray_cluster) -> None:
     """examples/pusht_generate.yaml as shipped (96x96 init PNGs), shrunk with --set, with a tiny
     96x96 checkpoint standing in for the bundled 'pusht' model."""
-    from schemas import pusht_features
+    from pipeline.pusht.features import pusht_features
     from sim_model.world_model import WorldModel
 
     model = WorldModel.random(pusht_features(96), preset="tiny", seed=0).save(tmp_path / "model96")

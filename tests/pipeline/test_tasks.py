@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import build_parser
-from pipeline.pusht.features import pusht_features
 from pipeline.tasks import TASKS, default_task, get_task, resolve_scorer
 from schemas import SpecError
 from sim_model.checkpoint import BUNDLED
@@ -40,12 +39,6 @@ def test_unknown_names_list_the_choices() -> None:
         get_task("sweep", "--ground-truth")
     with pytest.raises(SpecError, match="built-in scorers: pusht_coverage .* a task's name: pusht"):
         resolve_scorer("coverage")
-
-
-def test_the_deprecated_schemas_copy_equals_pushts_features() -> None:
-    from schemas import pusht_features as deprecated
-
-    assert all(deprecated(r) == pusht_features(r) for r in (32, 96))
 
 
 def test_no_layer_below_the_pipeline_names_a_pipeline_module() -> None:
