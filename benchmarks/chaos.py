@@ -331,8 +331,8 @@ def _second_driver_outcome(exits: list[int | None], logs: Path) -> str:
 def check(out: str, reference: dict[str, str], trial: Trial) -> None:
     """Count what the trial's output breaks (see the module docstring) into `trial`."""
     from schemas import RunManifest
+    from sim_model import storage
     from sim_model.data.store import EpisodeStore
-    from workers import storage
     from workers.lease import lease_uri
     from workers.writer import COMMITS_DIR, EPISODES_DIR, committed_records, stored_uri
 

@@ -8,4 +8,7 @@
     context.py       ring buffer of context keys/values: constant cost per rollout step
     train/           `iws train` stages: autoencoder -> dynamics -> decoder-finetune
     data/            the in-memory Episode and the Zarr EpisodeStore
+    storage/         local paths and s3:// behind one API: atomic files and directories,
+                     conditional creates, listing, publishing (the floor checkpoints, the store
+                     and the workers share; it imports nothing of iws but schemas)
 """

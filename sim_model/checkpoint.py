@@ -15,8 +15,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from schemas.errors import SpecError, validate
-from sim_model.atomic import replace_dir
 from sim_model.config import FORMAT_VERSION, CheckpointConfig
+from sim_model.storage.atomic import replace_dir
+from sim_model.storage.uri import is_s3
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -37,9 +38,9 @@ def resolve(path_or_name: str | os.PathLike[str]) -> Path:
     """A checkpoint directory, or a bundled short name such as 'pusht'.
 
     An s3:// checkpoint is downloaded once into the local cache (keyed by its objects' ETags,
-    see sim_model.s3.fetch) and loaded from there as usual."""
+    see sim_model.storage.s3.fetch) and loaded from there as usual."""
     text = os.fspath(path_or_name)
-    if text.startswith(("s3://", "s3a://")):
+    if is_s3(text):
         return _fetch_s3(text)
     if text in BUNDLED:
         path = BUNDLED_DIR / text
@@ -63,7 +64,7 @@ def resolve(path_or_name: str | os.PathLike[str]) -> Path:
 
 
 def _fetch_s3(uri: str) -> Path:
-    from sim_model import s3
+    from sim_model.storage import s3
 
     try:
         return s3.fetch(uri.rstrip("/"), names=(CONFIG, WEIGHTS), kind="checkpoints")

@@ -17,7 +17,7 @@ import numpy as np
 
 from schemas import FeatureSpec, SpecError
 from schemas.job import InitSpec
-from workers import storage
+from sim_model import storage
 from workers.actions.streams import dataset_kind
 
 log = logging.getLogger(__name__)

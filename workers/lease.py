@@ -34,7 +34,7 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from schemas import LeaseRecord, SpecError
-from workers import storage
+from sim_model import storage
 
 log = logging.getLogger(__name__)
 

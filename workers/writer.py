@@ -30,8 +30,8 @@ import uuid
 from collections.abc import Iterable
 
 from schemas import EpisodeRecord, FeatureSpec, SpecError
+from sim_model import storage
 from sim_model.data.episode import Episode
-from workers import storage
 from workers.lease import Lease
 
 log = logging.getLogger(__name__)

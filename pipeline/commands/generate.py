@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 def _print_where_to_look(spec: JobSpec, manifest: RunManifest) -> None:
     from pipeline.generate.outputs import PREVIEW_FILE, SUMMARY_FILE
     from pipeline.generate.summary import viz_command
-    from workers import storage
+    from sim_model import storage
 
     out = spec.output.path
     print(f"  preview: {storage.join(out, PREVIEW_FILE)}")

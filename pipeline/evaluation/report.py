@@ -1,6 +1,6 @@
 """What `iws eval` leaves behind: JSON reports, plots, side-by-side videos and terminal tables.
 
-Every file is written through sim_model.atomic.write_file (a temporary sibling, fsynced, renamed
+Every file is written through sim_model.storage.atomic.write_file (a temporary sibling, fsynced, renamed
 into place), so an interrupted run leaves the previous file or the new one, never half of one.
 """
 
@@ -14,9 +14,9 @@ import numpy as np
 from pydantic import BaseModel
 from rich.table import Table
 
-from sim_model import atomic
 from sim_model.evaluate import EpisodeVideo, FidelityReport, Stat
 from sim_model.stability import StabilityReport
+from sim_model.storage import atomic
 
 METRIC_TITLES = {"psnr": "PSNR (dB)", "ssim": "SSIM", "object_iou": "object-mask IoU",
                  "shape_score": "rigid-shape score"}

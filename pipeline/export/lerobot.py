@@ -36,12 +36,11 @@ from typing import Any
 import numpy as np
 
 from pipeline.export.lerobot_features import camera_key_map, key_map, to_lerobot_features
-from pipeline.export.remote import export_to_remote
 from pipeline.export.stats import image_histogram
 from pipeline.imports import EpisodeSource, open_dataset
 from schemas import FeatureSpec, SpecError
-from sim_model import atomic
-from workers import storage
+from sim_model import storage
+from sim_model.storage import atomic
 
 log = logging.getLogger(__name__)
 VCODECS = ("libsvtav1", "h264", "hevc", "auto")
@@ -72,7 +71,7 @@ def export_lerobot(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
     """
     source = src if isinstance(src, EpisodeSource) else open_dataset(src)
     if storage.is_remote(os.fspath(dest)):
-        return export_to_remote(os.fspath(dest), overwrite=overwrite, write=lambda local: export_lerobot(
+        return storage.build_and_publish(os.fspath(dest), overwrite=overwrite, write=lambda local: export_lerobot(
             source, local, repo_id=repo_id, task=task, vcodec=vcodec, workers=workers,
             camera_keys=camera_keys, on_episode=on_episode))
     dest = Path(dest).expanduser().absolute()

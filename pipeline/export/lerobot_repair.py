@@ -5,7 +5,7 @@ Checked (raises ExportCheckError on any mismatch, never ships a wrong dataset):
   - the data columns `index` (0..N-1), `episode_index`, `frame_index`, and `timestamp`, which
     must equal float32(frame_index / fps) exactly;
   - every video holds exactly the frames of its episodes (no drops), at 1/fps spacing.
-Rewritten (atomically, through sim_model.atomic.write_file):
+Rewritten (atomically, through sim_model.storage.atomic.write_file):
   - each episode's `videos/<key>/from_timestamp`/`to_timestamp`, taken from the packet
     timestamps of the video itself (aggregation derives them from container durations,
     which drift);
@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from pipeline.export.stats import Stats, array_stats, image_stats, to_jsonable
 from pipeline.imports.lerobot import column_numpy
-from sim_model import atomic
+from sim_model.storage import atomic
 
 if TYPE_CHECKING:
     from pipeline.export.lerobot import EpisodeSummary

@@ -29,12 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.export.remote import export_to_remote
 from pipeline.imports import EpisodeSource, open_dataset
 from schemas import FeatureSpec, SpecError
-from sim_model import atomic
+from sim_model import storage
 from sim_model.data.store_layout import IMAGE_COMPRESSOR, LOWDIM_COMPRESSOR, data_layout
-from workers import storage
+from sim_model.storage import atomic
 
 log = logging.getLogger(__name__)
 ATTR_KEY = "iws_export"
@@ -101,7 +100,7 @@ def export_zarr_dp(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
 
     source = src if isinstance(src, EpisodeSource) else open_dataset(src)
     if storage.is_remote(os.fspath(dest)):
-        return export_to_remote(os.fspath(dest), overwrite=overwrite, write=lambda local: export_zarr_dp(
+        return storage.build_and_publish(os.fspath(dest), overwrite=overwrite, write=lambda local: export_zarr_dp(
             source, local, keys=keys, on_episode=on_episode))
     if len(source) == 0:
         raise SpecError("the source dataset has no episodes; there is nothing to export.")

@@ -25,8 +25,8 @@ from pydantic import ValidationError
 from pipeline.generate.outputs import DATASET_DIR, LEROBOT_DIR, LEROBOT_DONE, lerobot_repo_id, now
 from pipeline.generate.preflight import LEROBOT_EXPORTER
 from schemas import EpisodeRecord, ExportRecord, FeatureSpec, JobSpec, SpecError
+from sim_model import storage
 from sim_model.data.store import EpisodeStore
-from workers import storage
 from workers.writer import stored_uri
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@
     OUT/lerobot.done.json   the LeRobot export's completion marker, written last
     OUT/preview.gif, OUT/summary.md   for a person, written when the run is finished
 
-OUT is a local directory or an s3:// prefix; every access goes through workers.storage.
+OUT is a local directory or an s3:// prefix; every access goes through sim_model.storage.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from pipeline.generate.spec import RUN_ONLY_FIELDS, content_diff, content_hash
 from schemas import EpisodeRecord, JobSpec, RunManifest, SpecError
-from workers import storage
+from sim_model import storage
 from workers.lease import Lease
 from workers.writer import COMMITS_DIR, EPISODES_DIR, remove_orphan_uploads
 

@@ -12,7 +12,7 @@ from pipeline.generate.expand import expand
 from pipeline.tasks import resolve_scorer
 from schemas import EpisodeSpec, FeatureSpec, JobSpec, SpecError
 from schemas.job import ReplaySource
-from workers import storage
+from sim_model import storage
 from workers.actions import make_action_source
 from workers.init_frames import list_init_refs
 from workers.scoring import Scorer

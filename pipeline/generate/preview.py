@@ -18,8 +18,8 @@ import numpy as np
 
 from pipeline.generate.outputs import PREVIEW_FILE
 from schemas import EpisodeRecord, FeatureSpec
+from sim_model import storage
 from sim_model.data.store import EpisodeStore
-from workers import storage
 from workers.writer import stored_uri
 
 PREVIEW_EPISODES = 8

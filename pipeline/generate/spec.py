@@ -12,7 +12,7 @@ import yaml
 from schemas import JobSpec, SpecError
 from schemas.errors import read_yaml_mapping, validate
 from schemas.job import PolicySource, ReplaySource
-from workers import storage
+from sim_model import storage
 
 
 def load_yaml_mapping(path: Path) -> dict[str, Any]:

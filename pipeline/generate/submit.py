@@ -29,7 +29,7 @@ from pipeline.generate.spec import apply_overrides, load_yaml_mapping
 from schemas import JobSpec, SpecError
 from schemas.errors import validate
 from schemas.job import PolicySource, ReplaySource
-from workers import storage
+from sim_model import storage
 
 log = logging.getLogger(__name__)
 

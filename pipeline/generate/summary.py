@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pipeline.generate.outputs import PREVIEW_FILE, SUMMARY_FILE, lerobot_repo_id
 from schemas import JobSpec, RunManifest
-from workers import storage
+from sim_model import storage
 
 
 @dataclass(frozen=True)

@@ -70,10 +70,11 @@ def detect_format(path: str | os.PathLike[str]) -> Format:
 
 def _remote_format(uri: str) -> Format:
     """The format of an s3:// dataset, from its marker objects (a few small requests)."""
+    from sim_model import storage
     from sim_model.data.store_layout import ATTR_KEY
-    from workers import storage
+    from workers.actions.streams import dataset_kind
 
-    kind = storage.remote_dataset_kind(uri)
+    kind = dataset_kind(uri)
     if kind == "lerobot":
         return "lerobot"
     attrs = storage.try_read_text(storage.join(uri, ".zattrs")) or ""
@@ -87,7 +88,7 @@ def _remote_format(uri: str) -> Format:
 
 def _local_copy(path: str | os.PathLike[str]) -> str | os.PathLike[str]:
     """s3:// LeRobot and DP datasets are read from a cached local copy (iws stores in place)."""
-    from workers import storage
+    from sim_model import storage
 
     text = os.fspath(path)
     return storage.fetch(text) if storage.is_remote(text) else path
@@ -125,8 +126,8 @@ def import_dataset(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
     An interrupted import resumes: if `dest` holds a prefix of `src`'s episodes (same features,
     same episode ids) the rest are appended. `on_episode(frames)` is called per episode.
     """
+    from sim_model import storage
     from sim_model.data.store import EpisodeStore
-    from workers import storage
 
     source = src if isinstance(src, EpisodeSource) else open_dataset(src, **open_kwargs)  # type: ignore[arg-type]
     dest_path: Path | str = Path(dest)

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from schemas import EpisodeMeta, ExtraSpec, FeatureSpec, SpecError
-from sim_model import atomic
 from sim_model.data.episode import Episode
+from sim_model.storage import atomic
 
 log = logging.getLogger(__name__)
 

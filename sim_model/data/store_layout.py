@@ -69,7 +69,8 @@ def zarr_store(location: str, *, read_only: bool, storage_options: dict[str, Any
     from zarr.storage import FsspecStore, LocalStore
 
     if is_url(location):
-        from sim_model.data.store_s3 import is_s3, open_s3_store
+        from sim_model.storage.s3_zarr import open_s3_store
+        from sim_model.storage.uri import is_s3
 
         if is_s3(location):  # fails fast, with the fix, on a missing bucket or bad credentials
             return open_s3_store(location, read_only=read_only, storage_options=storage_options)

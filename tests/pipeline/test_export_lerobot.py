@@ -96,7 +96,7 @@ def test_files_have_the_modes_the_umask_gives(exported):
     that (a trainer run by another user of the machine could not read it)."""
     import stat
 
-    from sim_model.atomic import umask
+    from sim_model.storage.atomic import umask
 
     mask = umask()
     paths = [exported, *exported.rglob("*")]

@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 from pipeline.generate import load_job
+from sim_model import storage
 from tests.fixtures.ray_cluster import REPO_ROOT
 from tests.fixtures.s3 import S3Bucket
 from tests.pipeline.rerun import rerolled_checksums
 from tests.workers.jobs import job_dict, write_job
-from workers import storage
 from workers.writer import committed_records
 
 EPISODES = 8

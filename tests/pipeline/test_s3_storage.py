@@ -23,12 +23,12 @@ from pipeline.export.zarr_dp import export_zarr_dp
 from pipeline.imports import import_dataset, open_dataset
 from pipeline.pusht.features import pusht_features
 from schemas import SpecError
-from sim_model import s3
+from sim_model import storage
 from sim_model.data.store import EpisodeStore
+from sim_model.storage import s3
 from tests.fixtures.s3 import S3Bucket, forget_s3_clients, free_ports
 from tests.fixtures.store import TINY_LENGTHS, make_pusht_episode
 from tests.workers.jobs import job_dict, write_job
-from workers import storage
 from workers.writer import CommitConflict, commit, commit_uri, read_commit, stage_episode
 
 FEATURES = pusht_features(resolution=16)

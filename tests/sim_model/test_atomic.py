@@ -1,4 +1,4 @@
-"""sim_model.atomic: whole-file and whole-directory writes with umask modes, fsync, and the old
+"""sim_model.storage.atomic: whole-file and whole-directory writes with umask modes, fsync, and the old
 state kept when the writer fails."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sim_model import atomic
-from workers import storage
+from sim_model import storage
+from sim_model.storage import atomic
 
 
 @pytest.fixture

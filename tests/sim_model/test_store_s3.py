@@ -13,7 +13,7 @@ import pytest
 from pipeline.pusht.features import pusht_features
 from schemas import SpecError
 from sim_model.data.store import EpisodeStore
-from sim_model.data.store_s3 import s3_storage_options
+from sim_model.storage.s3_zarr import s3_storage_options
 from tests.fixtures.s3 import S3Bucket, forget_s3_clients, free_ports
 from tests.fixtures.store import make_pusht_episode
 

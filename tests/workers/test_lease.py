@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from sim_model import storage
 from tests.fixtures.ray_cluster import REPO_ROOT
-from workers import lease, storage
+from workers import lease
 from workers.lease import LeaseHeld, LeaseLost
 
 

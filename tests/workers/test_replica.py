@@ -11,9 +11,9 @@ import pytest
 
 from pipeline.generate.expand import expand, groups
 from schemas import EpisodeRecord, JobSpec
+from sim_model import storage
 from sim_model.data.store import EpisodeStore
 from tests.workers.jobs import job_dict
-from workers import storage
 from workers.init_frames import list_init_refs, load_init
 from workers.replica import WorldModelReplica
 from workers.writer import commit_uri, committed_records, episode_uri

@@ -13,9 +13,10 @@ import pytest
 
 from pipeline.pusht.features import pusht_features
 from schemas import SpecError
+from sim_model import storage
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.store import make_pusht_episode
-from workers import lease, storage
+from workers import lease
 from workers.lease import LeaseLost
 from workers.writer import (
     EpisodeNotStored,

@@ -10,24 +10,26 @@ from typing import Any
 import numpy as np
 
 from schemas import SpecError
-from workers import storage
+from sim_model import storage
 
 
 def dataset_kind(path: str | Path) -> str:
-    """'zarr', 'lerobot' or 'jsonl' by what is on disk; SpecError when it is none of them."""
-    if storage.is_remote(str(path)):
-        return storage.remote_dataset_kind(str(path))
-    p = Path(path)
-    if p.is_file() and p.suffix in (".jsonl", ".json"):
+    """'zarr', 'lerobot' or 'jsonl' by the marker files present (a few HEADs on s3://); SpecError
+    when it is none of them."""
+    uri = str(path)
+    remote = storage.on_s3(uri)
+    if uri.endswith((".jsonl", ".json")) and storage.is_file(uri):
         return "jsonl"
-    if p.is_dir() and ((p / "zarr.json").exists() or (p / ".zgroup").exists()):
+    if storage.is_file(storage.join(uri, ".zgroup")) or storage.is_file(storage.join(uri, "zarr.json")):
         return "zarr"
-    if p.is_dir() and (p / "meta" / "info.json").exists():
+    if storage.is_file(storage.join(uri, "meta/info.json")):
         return "lerobot"
-    if not p.exists():
-        raise SpecError(f"{p} does not exist; give the path of a Zarr episode store, a LeRobot "
-                        "dataset directory or a JSONL file.")
-    raise SpecError(f"{p} is neither a Zarr episode store (no zarr.json/.zgroup), a LeRobot dataset "
+    if not storage.exists(uri):
+        where = ("the s3:// URI of a Zarr episode store, a LeRobot dataset prefix" if remote else
+                 "the path of a Zarr episode store, a LeRobot dataset directory")
+        raise SpecError(f"{uri} does not exist; give {where} or a JSONL file.")
+    raise SpecError(f"{uri} is neither a Zarr {'store' if remote else 'episode store'} (no "
+                    f"{'.zgroup/zarr.json' if remote else 'zarr.json/.zgroup'}), a LeRobot dataset "
                     "(no meta/info.json) nor a .jsonl file.")
 
 

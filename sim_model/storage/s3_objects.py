@@ -1,4 +1,4 @@
-"""The s3:// half of workers.storage: the same operations on objects, through boto3.
+"""The s3:// half of paths.py and publish.py: the same operations on objects, through boto3.
 
 S3 has no directories and no rename, so:
 
@@ -13,7 +13,7 @@ S3 has no directories and no rename, so:
   last (root `.zgroup`/`.zattrs`/`zarr.json`, LeRobot's `meta/info.json`): until they arrive,
   readers reject the tree ("not a Zarr store", "no meta/info.json") rather than half-trust it.
 
-Retries with backoff are botocore's (sim_model.s3.client); errors a user can fix (missing bucket,
+Retries with backoff are botocore's (s3.client); errors a user can fix (missing bucket,
 rejected credentials, unreachable endpoint) become SpecErrors naming the URI and the fix.
 """
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas import SpecError
-from sim_model import s3
+from sim_model.storage import s3
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,12 @@ def exists(uri: str) -> bool:
     if key and _call(uri, "head_object", missing_ok=True, Bucket=bucket, Key=key) is not None:
         return True
     return next(_keys(uri), None) is not None
+
+
+def is_file(uri: str) -> bool:
+    """Whether an object of exactly this key exists (one HEAD)."""
+    bucket, key = s3.split(uri)
+    return bool(key) and _call(uri, "head_object", missing_ok=True, Bucket=bucket, Key=key) is not None
 
 
 def try_read_text(uri: str) -> str | None:
@@ -219,25 +225,6 @@ def glob(pattern: str) -> list[str]:
     """s3:// URIs matching a glob in their last path component ('s3://b/init/*.png')."""
     parent, _, name = pattern.rpartition("/")
     return sorted(f"{parent}/{n}" for n in list_names(parent) if fnmatch.fnmatch(n, name))
-
-
-def dataset_kind(uri: str) -> str:
-    """'zarr', 'lerobot' or 'jsonl' for a dataset at `uri` (SpecError when it is none of them)."""
-    def has(name: str) -> bool:
-        bucket, key = s3.split(f"{uri}/{name}" if name else uri)
-        return _call(uri, "head_object", missing_ok=True, Bucket=bucket, Key=key) is not None
-
-    if uri.endswith((".jsonl", ".json")) and has(""):
-        return "jsonl"
-    if has(".zgroup") or has("zarr.json"):
-        return "zarr"
-    if has("meta/info.json"):
-        return "lerobot"
-    if not exists(uri):
-        raise SpecError(f"{uri} does not exist; give the s3:// URI of a Zarr episode store, a "
-                        "LeRobot dataset prefix or a JSONL file.")
-    raise SpecError(f"{uri} is neither a Zarr store (no .zgroup/zarr.json), a LeRobot dataset (no "
-                    "meta/info.json) nor a .jsonl file.")
 
 
 def ensure_writable(uri: str) -> None:

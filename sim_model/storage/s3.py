@@ -1,7 +1,7 @@
 """boto3 access to s3:// objects: one retrying client per process, clear errors, cached downloads.
 
-Shared by checkpoint loading (sim_model.checkpoint) and job storage (workers.storage); the episode
-store reads s3:// through s3fs instead (store_s3.py). Credentials and endpoint come from the
+Shared by checkpoint loading (sim_model.checkpoint) and file storage (s3_objects.py); the episode
+store reads s3:// through s3fs instead (s3_zarr.py). Credentials and endpoint come from the
 standard AWS chain (environment, profiles, web identity, instance metadata; AWS_ENDPOINT_URL or
 AWS_ENDPOINT_URL_S3 for S3-compatible servers, which then get path-style addressing). Nothing
 here reads, stores or logs a secret.
@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from schemas import SpecError
-from sim_model.data.store_s3 import CREDENTIALS_HELP, bucket_of, endpoint_of, is_s3
+from sim_model.storage.uri import bucket_of, is_s3
 
 log = logging.getLogger(__name__)
 
 __all__ = ["check_bucket", "client", "describe", "fetch", "is_missing", "is_s3", "split"]
 
+CREDENTIALS_HELP = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, a Kubernetes "
+                    "Secret, an instance profile or IRSA role; see docs/cluster.md)")
 MAX_ATTEMPTS = 8
 # Settings that change which client is right; the cache key is a hash of their values.
 _CLIENT_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
@@ -49,6 +51,13 @@ _DENIED_REASONS = {
 }
 _clients: dict[tuple[int, bool, str], Any] = {}
 _lock = threading.Lock()
+
+
+def endpoint_of(storage_options: dict[str, Any]) -> str | None:
+    """The custom S3 endpoint in effect, if any (options first, then the AWS variables)."""
+    client_kwargs = storage_options.get("client_kwargs") or {}
+    return (storage_options.get("endpoint_url") or client_kwargs.get("endpoint_url")
+            or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
 
 
 def split(uri: str) -> tuple[str, str]:

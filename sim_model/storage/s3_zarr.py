@@ -13,35 +13,13 @@ message that names the URI and the fix, not deep inside zarr's concurrent reads 
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 from schemas import SpecError
+from sim_model.storage.s3 import CREDENTIALS_HELP, endpoint_of
+from sim_model.storage.uri import bucket_of
 
 log = logging.getLogger(__name__)
-
-S3_SCHEMES = ("s3://", "s3a://")
-CREDENTIALS_HELP = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, a Kubernetes "
-                    "Secret, an instance profile or IRSA role; see docs/cluster.md)")
-
-
-def is_s3(location: str) -> bool:
-    return location.startswith(S3_SCHEMES)
-
-
-def bucket_of(location: str) -> str:
-    """'s3://bucket/prefix/x.zarr' -> 'bucket'."""
-    bucket = location.split("://", 1)[1].split("/", 1)[0]
-    if not bucket:
-        raise SpecError(f"{location} names no bucket; use s3://<bucket>/<prefix>/<name>.zarr")
-    return bucket
-
-
-def endpoint_of(storage_options: dict[str, Any]) -> str | None:
-    """The custom S3 endpoint in effect, if any (options first, then the AWS variables)."""
-    client_kwargs = storage_options.get("client_kwargs") or {}
-    return (storage_options.get("endpoint_url") or client_kwargs.get("endpoint_url")
-            or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
 
 
 def s3_storage_options(storage_options: dict[str, Any] | None) -> dict[str, Any]:

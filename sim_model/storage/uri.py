@@ -1,0 +1,52 @@
+"""Where a location points: a local path or an s3:// URI, the one list of S3 schemes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from schemas.errors import SpecError
+
+SCHEMES = ("s3://", "s3a://")
+
+
+def is_s3(location: str) -> bool:
+    return location.startswith(SCHEMES)
+
+
+def is_remote(uri: str) -> bool:
+    return "://" in uri
+
+
+def check_scheme(uri: str) -> None:
+    """SpecError for a URI scheme iws cannot read or write."""
+    if is_remote(uri) and not uri.startswith(SCHEMES):
+        scheme = uri.split("://", 1)[0]
+        raise SpecError(f"'{uri}': {scheme}:// locations are not supported; use a local path or an "
+                        "s3:// URI (S3-compatible servers via AWS_ENDPOINT_URL).")
+
+
+def local_path(uri: str) -> Path:
+    """The local filesystem path of `uri`; SpecError for a URI (use the functions below)."""
+    check_scheme(uri)
+    if is_remote(uri):
+        raise SpecError(f"'{uri}' is an s3:// location, but this step needs a local path.")
+    return Path(uri)
+
+
+def join(root: str, *parts: str) -> str:
+    """Join path parts the way the root's scheme does (only '/' separators)."""
+    return "/".join([root.rstrip("/"), *parts])
+
+
+def bucket_of(location: str) -> str:
+    """'s3://bucket/prefix/x.zarr' -> 'bucket'."""
+    bucket = location.split("://", 1)[1].split("/", 1)[0]
+    if not bucket:
+        raise SpecError(f"{location} names no bucket; use s3://<bucket>/<prefix>/<name>.zarr")
+    return bucket
+
+
+def on_s3(uri: str) -> bool:
+    """True for an s3:// URI, False for a local path; SpecError for any other scheme."""
+    check_scheme(uri)
+    return uri.startswith(SCHEMES)
