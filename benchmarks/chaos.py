@@ -274,6 +274,11 @@ def run_trial(soak: Soak, index: int, kind: str, backend: str, rng: random.Rando
             first.send_signal(signal.SIGKILL)
             trial.landed = True
     elif kind == "replica":
+        # Replicas live only between the driver's start-up and its consolidation: the moment is
+        # drawn over that span, not over the whole run.
+        while first.poll() is None and not replica_processes(began_epoch):
+            time.sleep(0.01)
+        trial.delay_s = rng.uniform(0, max(soak.wall_s[backend] - (time.monotonic() - began), 0.5))
         if sleep_while(first, trial.delay_s):
             procs = replica_processes(began_epoch)
             if procs:
