@@ -47,7 +47,7 @@ def _bytes(path: Path, pattern: str = "**/*") -> int:
 
 def pixel_error(source_path: Path, lerobot_root: Path, episodes: int = 3) -> tuple[float, float]:
     """Mean |error| (grey levels) and PSNR (dB) of decoded frames over the first episodes."""
-    from pipeline.imports.lerobot import LeRobotReader
+    from sim_model.data.formats.lerobot_reader import LeRobotReader
     from sim_model.data.store import EpisodeStore
 
     source, decoded = EpisodeStore.open(source_path), LeRobotReader(lerobot_root)
@@ -75,8 +75,8 @@ def run_case(name: str, source: Path, out: Path, export) -> dict[str, float | st
 
 
 def cases(workers: list[int]) -> dict[str, object]:
-    from pipeline.export.lerobot import export_lerobot
-    from pipeline.export.zarr_dp import export_zarr_dp
+    from sim_model.data.formats.lerobot_writer import export_lerobot
+    from sim_model.data.formats.zarr_dp_writer import export_zarr_dp
 
     out: dict[str, object] = {}
     for n in workers:

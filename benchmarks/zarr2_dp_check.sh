@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.export.zarr_dp import export_zarr_dp
+from sim_model.data.formats.zarr_dp_writer import export_zarr_dp
 from pipeline.pusht.features import pusht_features
 from schemas import EpisodeMeta
 from sim_model.data.episode import Episode

@@ -1,8 +1,8 @@
-"""Jobs: spec -> episodes -> datasets; CLI; export; evaluation; tasks.
+"""Jobs: spec -> episodes -> datasets; CLI; evaluation; tasks.
 
     cli.py, commands/   `iws` and its subcommands (parse, call, print)
     generate/           generation jobs: spec -> preflight -> Ray replicas -> datasets
-    export/, imports/   LeRobot v3.0 and Diffusion-Policy Zarr out and in
+    export/, imports/   re-exports for experiments/ only: formats live in sim_model.data.formats
     evaluation/         `iws eval`: fidelity, stability and policy reports
     teleop/             the live browser session
     tasks/              the task registry (TASKS) and the Task interface; the CLI's task choices,

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 _MODULE_ATTR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-# Keys LeRobot reads as a camera input (mirrors pipeline.export.lerobot_features._CAMERA_KEY).
+# Keys LeRobot reads as a camera input (mirrors sim_model.data.formats.lerobot_features._CAMERA_KEY).
 _LEROBOT_CAMERA_KEY = re.compile(r"observation\.image|observation\.images\.[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
@@ -125,7 +125,7 @@ class OutputSpec(BaseModel):
     formats: list[Literal["zarr", "lerobot"]] = Field(
         default_factory=lambda: ["zarr"], min_length=1,  # type: ignore[arg-type]
         description="Datasets to produce at the end: 'zarr' -> dataset.zarr (Diffusion Policy layout), "
-        "'lerobot' -> lerobot/ (LeRobot v3.0, via pipeline.export.lerobot; implies zarr).")
+        "'lerobot' -> lerobot/ (LeRobot v3.0, via sim_model.data.formats.lerobot_writer; implies zarr).")
     lerobot_camera_keys: dict[str, str] = Field(
         default_factory=dict, description="LeRobot key of a camera in lerobot/ where not "
         "'observation.images.<camera>', e.g. {top: observation.image}, the camera key of "

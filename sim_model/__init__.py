@@ -7,7 +7,8 @@
                      temporal attention (cached context), global spatial attention, FiLM actions
     context.py       ring buffer of context keys/values: constant cost per rollout step
     train/           `iws train` stages: autoencoder -> dynamics -> decoder-finetune
-    data/            the in-memory Episode and the Zarr EpisodeStore
+    data/            the in-memory Episode and the Zarr EpisodeStore; data/formats/, the data
+                     floor: detect, read, import and export LeRobot v3.0 and Diffusion-Policy Zarr
     storage/         local paths and s3:// behind one API: atomic files and directories,
                      conditional creates, listing, publishing (the floor checkpoints, the store
                      and the workers share; it imports nothing of iws but schemas)

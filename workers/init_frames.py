@@ -18,7 +18,7 @@ import numpy as np
 from schemas import FeatureSpec, SpecError
 from schemas.job import InitSpec
 from sim_model import storage
-from workers.actions.streams import dataset_kind
+from sim_model.data.formats import EpisodeSource, dataset_kind, open_dataset
 
 log = logging.getLogger(__name__)
 
@@ -42,35 +42,29 @@ def _zarr_store(path: str) -> Any:
 
 
 @lru_cache(maxsize=4)
-def _lerobot(path: str) -> Any:
-    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+def _lerobot(path: str) -> EpisodeSource:
+    return open_dataset(path)  # a LeRobotReader; s3://: read from a cached local copy
 
-    # pyav decodes without the system FFmpeg libraries torchcodec needs.
-    return LeRobotDataset(repo_id=f"local/{Path(path).name}", root=storage.fetch(path),
-                          video_backend="pyav")
+
+def _dataset(path: str) -> EpisodeSource:
+    """The Zarr EpisodeStore or LeRobot dataset at `path`, opened once per process."""
+    kind = dataset_kind(path)
+    if kind == "zarr":
+        return _zarr_store(path)
+    if kind == "lerobot":
+        return _lerobot(path)
+    raise SpecError(f"init.dataset {path} is a JSONL file; initial frames need a Zarr or LeRobot dataset.")
 
 
 def _dataset_summary(path: str) -> tuple[dict[str, tuple[int, ...]], list[int]]:
     """Per-key per-step shapes (cameras as (H, W, 3), 'action', 'state') and episode lengths."""
-    kind = dataset_kind(path)
-    if kind == "zarr":
-        store = _zarr_store(path)
-        f = store.features
-        shapes: dict[str, tuple[int, ...]] = {c.name: (c.height, c.width, 3) for c in f.cameras}
-        shapes["action"] = (f.action_dim,)
-        if f.state_dim:
-            shapes["state"] = (f.state_dim,)
-        return shapes, np.diff(store.episode_ends, prepend=0).tolist()
-    if kind == "lerobot":
-        ds = _lerobot(path)
-        shapes = {}  # LeRobot keys mapped to ours
-        for key, feat in ds.meta.features.items():
-            if key.startswith("observation.images."):
-                shapes[key.removeprefix("observation.images.")] = tuple(feat["shape"])
-            elif key in ("action", "observation.state"):
-                shapes["state" if key == "observation.state" else "action"] = tuple(feat["shape"])
-        return shapes, [int(n) for n in ds.meta.episodes["length"]]
-    raise SpecError(f"init.dataset {path} is a JSONL file; initial frames need a Zarr or LeRobot dataset.")
+    dataset = _dataset(path)
+    f = dataset.features
+    shapes: dict[str, tuple[int, ...]] = {c.name: (c.height, c.width, 3) for c in f.cameras}
+    shapes["action"] = (f.action_dim,)
+    if f.state_dim:
+        shapes["state"] = (f.state_dim,)
+    return shapes, np.diff(dataset.episode_ends, prepend=0).tolist()
 
 
 def check_dataset_matches(path: str, features: FeatureSpec) -> list[int]:
@@ -151,19 +145,11 @@ def _load_dataset_frame(path: str, episode: int, frame: int, features: FeatureSp
                         ) -> tuple[np.ndarray, np.ndarray | None]:
     """Frames (V, H, W, 3) uint8 and state (S,) float32 or None of one dataset step."""
     cams = features.camera_names
-    if dataset_kind(path) == "zarr":
-        store = _zarr_store(path)
-        keys = list(cams) + (["state"] if store.features.state_dim else [])
-        data = store.window(episode, frame, frame + 1, keys=keys)
-        state = data["state"][0] if "state" in data else None
-        return np.stack([data[c][0] for c in cams]), state
-    ds = _lerobot(path)
-    item = ds[int(ds.meta.episodes["dataset_from_index"][episode]) + frame]
-    # LeRobot returns images as (3, H, W) float in [0, 1].
-    frames = np.stack([(item[f"observation.images.{c}"].permute(1, 2, 0).numpy() * 255).round()
-                       .astype(np.uint8) for c in cams])
-    state = item["observation.state"].numpy() if "observation.state" in item else None
-    return frames, state
+    dataset = _dataset(path)
+    keys = list(cams) + (["state"] if dataset.features.state_dim else [])
+    data = dataset.window(episode, frame, frame + 1, keys=keys)
+    state = data["state"][0] if "state" in data else None
+    return np.stack([data[c][0] for c in cams]), state
 
 
 def load_init(refs: list[str], features: FeatureSpec) -> tuple[np.ndarray, np.ndarray | None]:

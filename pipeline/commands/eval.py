@@ -215,9 +215,9 @@ def _warn_if_training_data(model: Any, data: str) -> None:
 def run_fidelity(args: argparse.Namespace) -> int:
     from pipeline.cli import UserError
     from pipeline.evaluation import report as out
+    from sim_model.data.formats import dataset_kind
     from sim_model.data.store import EpisodeStore
     from sim_model.evaluate import evaluate_fidelity
-    from workers.actions.streams import dataset_kind
 
     horizons = parse_horizons(args.horizons)
     for flag in ("episodes", "batch_size", "context_frames"):

@@ -13,7 +13,7 @@ from pipeline.commands.paths import add_output, output
 if TYPE_CHECKING:
     from schemas import FeatureSpec
 
-VCODECS = ("libsvtav1", "h264", "hevc", "auto")  # mirrors pipeline.export.lerobot.VCODECS
+VCODECS = ("libsvtav1", "h264", "hevc", "auto")  # mirrors sim_model.data.formats.lerobot_writer.VCODECS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,7 +65,7 @@ def _quiet_encoders() -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.commands.progress import LazyBar, quiet_logging
-    from pipeline.imports import open_dataset
+    from sim_model.data.formats import open_dataset
 
     _quiet_encoders()
     out = output(args)
@@ -74,15 +74,15 @@ def run(args: argparse.Namespace) -> int:
             total=source.n_frames, unit="frame",
             desc=f"export {args.format}") as bar:
         if args.format == "lerobot":
-            from pipeline.export.lerobot import export_lerobot
-            from pipeline.export.lerobot_features import parse_camera_keys
+            from sim_model.data.formats.lerobot_features import parse_camera_keys
+            from sim_model.data.formats.lerobot_writer import export_lerobot
 
             cameras = parse_camera_keys(args.camera_key, source.features.camera_names)
             dest = export_lerobot(source, out, repo_id=args.repo_id, task=args.task,
                                   vcodec=args.vcodec, workers=args.workers, camera_keys=cameras,
                                   overwrite=args.overwrite, on_episode=bar.update)
         else:
-            from pipeline.export.zarr_dp import export_zarr_dp, parse_key_map
+            from sim_model.data.formats.zarr_dp_writer import export_zarr_dp, parse_key_map
 
             keys = parse_key_map(args.keys)
             dest = export_zarr_dp(source, out, keys=keys, overwrite=args.overwrite,
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _dp_arrays_note(features: FeatureSpec, keys: dict[str, str]) -> str:
     """Which arrays the store holds under data/, and how to name them otherwise."""
-    from pipeline.export.zarr_dp import resolve_dp_keys
+    from sim_model.data.formats.zarr_dp_writer import resolve_dp_keys
 
     mapping = resolve_dp_keys(features, keys)
     names = ", ".join(dp if dp == key else f"{dp} (from {key})" for key, dp in mapping.items())

@@ -24,8 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from pipeline.export.zarr_dp import parse_key_map
-    from pipeline.imports import import_dataset, open_dataset
+    from sim_model.data.formats import import_dataset, open_dataset
+    from sim_model.data.formats.zarr_dp_writer import parse_key_map
 
     out = output(args)
     options = {}

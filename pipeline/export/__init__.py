@@ -1,2 +1,2 @@
-"""Turn an iws dataset into the formats imitation-learning trainers read: LeRobot v3.0
-(`lerobot.export_lerobot`) and Diffusion Policy's Zarr replay buffer (`zarr_dp.export_zarr_dp`)."""
+"""Moved to sim_model.data.formats (the data floor under the workers). Kept only for the
+modules not moved yet (experiments/); new code imports sim_model.data.formats."""

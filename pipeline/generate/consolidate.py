@@ -108,7 +108,7 @@ def _merge(out: str, records: list[EpisodeRecord], merged: EpisodeStore) -> list
 
 
 def export_lerobot(spec: JobSpec, src_zarr: str, *, refresh: bool = False) -> str:
-    """Hook to the LeRobot exporter (pipeline.export.lerobot): OUT/lerobot from dataset.zarr.
+    """Hook to the LeRobot exporter (sim_model.data.formats.lerobot_writer): OUT/lerobot from dataset.zarr.
 
     Skipped when its completion marker says it was made from this very dataset.zarr with the
     same output.lerobot_camera_keys, unless `refresh`. The marker is removed before and written after the export, so an export that

@@ -20,7 +20,7 @@ from workers.writer import episode_features
 
 log = logging.getLogger(__name__)
 
-LEROBOT_EXPORTER = "pipeline.export.lerobot"
+LEROBOT_EXPORTER = "sim_model.data.formats.lerobot_writer"
 
 
 @dataclass(frozen=True)

@@ -114,8 +114,8 @@ def _observation(obs: Sequence) -> Observation:
 def initial_states(specs: Sequence[EpisodeSpec]) -> list[InitialState]:
     """gym-pusht states of the specs' initial frames, from the Zarr store's recorded agent
     position (state) and block_pose."""
+    from sim_model.data.formats import dataset_kind
     from sim_model.data.store import EpisodeStore
-    from workers.actions.streams import dataset_kind
 
     states: list[InitialState] = []
     stores: dict[str, EpisodeStore] = {}

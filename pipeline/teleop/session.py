@@ -49,7 +49,7 @@ class InitFrames:
 
     def __init__(self, source: str | Path, features: FeatureSpec) -> None:
         from schemas.job import InitSpec
-        from workers.actions.streams import dataset_kind
+        from sim_model.data.formats import dataset_kind
         from workers.init_frames import check_dataset_matches, list_init_refs
 
         self.path, self.features = str(source), features

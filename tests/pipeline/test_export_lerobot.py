@@ -15,14 +15,18 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
-from pipeline.export.lerobot import EpisodeSummary, check_exportable, export_lerobot
-from pipeline.export.lerobot_features import camera_key_map, parse_camera_keys
-from pipeline.export.lerobot_repair import ExportCheckError, repair_and_verify
-from pipeline.export.stats import image_histogram
-from pipeline.imports import open_dataset
-from pipeline.imports.lerobot import video_backend
 from pipeline.pusht.features import pusht_features
 from schemas import CameraSpec, FeatureSpec, SpecError
+from sim_model.data.formats import open_dataset
+from sim_model.data.formats.lerobot_features import camera_key_map, parse_camera_keys
+from sim_model.data.formats.lerobot_reader import video_backend
+from sim_model.data.formats.lerobot_repair import (
+    EpisodeSummary,
+    ExportCheckError,
+    repair_and_verify,
+)
+from sim_model.data.formats.lerobot_writer import check_exportable, export_lerobot
+from sim_model.data.formats.stats import image_histogram
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.store import TINY_LENGTHS, build_tiny_pusht_store, make_pusht_episode
 

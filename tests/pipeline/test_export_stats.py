@@ -1,9 +1,15 @@
-"""Exact statistics (pipeline/export/stats.py) against numpy over the same values."""
+"""Exact statistics (sim_model/data/formats/stats.py) against numpy over the same values."""
 
 import numpy as np
 import pytest
 
-from pipeline.export.stats import QUANTILES, array_stats, image_histogram, image_stats, to_jsonable
+from sim_model.data.formats.stats import (
+    QUANTILES,
+    array_stats,
+    image_histogram,
+    image_stats,
+    to_jsonable,
+)
 
 
 @pytest.fixture

@@ -14,11 +14,16 @@ import pytest
 import zarr
 
 from pipeline.cli import main
-from pipeline.export.zarr_dp import dp_key_map, export_zarr_dp, parse_key_map, resolve_dp_keys
-from pipeline.imports import import_dataset, open_dataset
-from pipeline.imports.zarr_dp import DPZarrReader
 from pipeline.pusht.features import pusht_features
 from schemas import CameraSpec, SpecError
+from sim_model.data.formats import import_dataset, open_dataset
+from sim_model.data.formats.zarr_dp_reader import DPZarrReader
+from sim_model.data.formats.zarr_dp_writer import (
+    dp_key_map,
+    export_zarr_dp,
+    parse_key_map,
+    resolve_dp_keys,
+)
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.store import TINY_LENGTHS, build_tiny_pusht_store, make_pusht_episode
 

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from pipeline.cli import main
-from pipeline.export.lerobot import export_lerobot
-from pipeline.export.zarr_dp import export_zarr_dp
-from pipeline.imports import detect_format, import_dataset, open_dataset
-from pipeline.imports.lerobot import LeRobotReader
 from schemas import SpecError
+from sim_model.data.formats import detect_format, import_dataset, open_dataset
+from sim_model.data.formats.lerobot_reader import LeRobotReader
+from sim_model.data.formats.lerobot_writer import export_lerobot
+from sim_model.data.formats.zarr_dp_writer import export_zarr_dp
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.store import TINY_LENGTHS, build_tiny_pusht_store, make_pusht_episode
 
@@ -73,7 +73,7 @@ def test_lerobot_reader_serves_the_store_api(source, lerobot_root):
 
 def test_pyav_fallback_decodes_the_same_frames(lerobot_root, monkeypatch):
     """Without torchcodec's FFmpeg libraries the reader decodes with PyAV instead."""
-    from pipeline.imports import lerobot as module
+    from sim_model.data.formats import lerobot_reader as module
 
     reference = LeRobotReader(lerobot_root).episode(1).frames["top"]
     monkeypatch.setattr(module, "video_backend", lambda: "pyav")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.export.lerobot import export_lerobot
 from pipeline.pusht.features import pusht_features
+from sim_model.data.formats.lerobot_writer import export_lerobot
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.store import make_pusht_episode
 

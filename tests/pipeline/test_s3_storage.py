@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from pipeline.cli import main
-from pipeline.export.zarr_dp import export_zarr_dp
-from pipeline.imports import import_dataset, open_dataset
 from pipeline.pusht.features import pusht_features
 from schemas import SpecError
 from sim_model import storage
+from sim_model.data.formats import import_dataset, open_dataset
+from sim_model.data.formats.zarr_dp_writer import export_zarr_dp
 from sim_model.data.store import EpisodeStore
 from sim_model.storage import s3
 from tests.fixtures.s3 import S3Bucket, forget_s3_clients, free_ports

@@ -45,8 +45,8 @@ def test_zarr_refs_give_frames_and_state(tiny_pusht_store) -> None:
 
 
 def test_lerobot_dataset_as_init_and_replay_source(tmp_path: Path, tiny_pusht_store) -> None:
-    """A real LeRobot v3.0 dataset (written by pipeline.export) starts rollouts and feeds replays."""
-    from pipeline.export.lerobot import export_lerobot
+    """A real LeRobot v3.0 dataset (written by sim_model.data.formats) starts rollouts and feeds replays."""
+    from sim_model.data.formats.lerobot_writer import export_lerobot
 
     root = export_lerobot(tiny_pusht_store.path, tmp_path / "lerobot", repo_id="iws/tiny", task="push")
     refs = list_init_refs(InitSpec(dataset=str(root), frame=1), FEATURES)

@@ -1,4 +1,5 @@
-"""Recorded action streams: from a Zarr EpisodeStore, a LeRobot v3.0 dataset, or JSONL files."""
+"""Recorded action streams: from a Zarr EpisodeStore, a LeRobot v3.0 dataset (both read through
+sim_model.data.formats), or JSONL files."""
 
 from __future__ import annotations
 
@@ -11,26 +12,8 @@ import numpy as np
 
 from schemas import SpecError
 from sim_model import storage
-
-
-def dataset_kind(path: str | Path) -> str:
-    """'zarr', 'lerobot' or 'jsonl' by the marker files present (a few HEADs on s3://); SpecError
-    when it is none of them."""
-    uri = str(path)
-    remote = storage.on_s3(uri)
-    if uri.endswith((".jsonl", ".json")) and storage.is_file(uri):
-        return "jsonl"
-    if storage.is_file(storage.join(uri, ".zgroup")) or storage.is_file(storage.join(uri, "zarr.json")):
-        return "zarr"
-    if storage.is_file(storage.join(uri, "meta/info.json")):
-        return "lerobot"
-    if not storage.exists(uri):
-        where = ("the s3:// URI of a Zarr episode store, a LeRobot dataset prefix" if remote else
-                 "the path of a Zarr episode store, a LeRobot dataset directory")
-        raise SpecError(f"{uri} does not exist; give {where} or a JSONL file.")
-    raise SpecError(f"{uri} is neither a Zarr {'store' if remote else 'episode store'} (no "
-                    f"{'.zgroup/zarr.json' if remote else 'zarr.json/.zgroup'}), a LeRobot dataset "
-                    "(no meta/info.json) nor a .jsonl file.")
+from sim_model.data.formats import dataset_kind
+from sim_model.data.formats.lerobot_reader import read_actions
 
 
 def _read_jsonl(path: Path) -> list[np.ndarray]:
@@ -60,21 +43,6 @@ def _read_jsonl(path: Path) -> list[np.ndarray]:
     return episodes
 
 
-def _read_lerobot(path: Path) -> list[np.ndarray]:
-    import pyarrow.parquet as pq
-
-    files = sorted((path / "data").glob("chunk-*/*.parquet"))
-    if not files:
-        raise SpecError(f"{path} has no data/chunk-*/*.parquet files; is it a finalized LeRobot v3.0 dataset?")
-    table = pq.read_table(files[0].parent.parent, columns=["episode_index", "frame_index", "action"]) \
-        if len(files) > 1 else pq.read_table(files[0], columns=["episode_index", "frame_index", "action"])
-    data = table.to_pydict()
-    order = np.lexsort((np.asarray(data["frame_index"]), np.asarray(data["episode_index"])))
-    ep = np.asarray(data["episode_index"])[order]
-    actions = np.asarray(data["action"], dtype=np.float32)[order]
-    return [actions[ep == e] for e in np.unique(ep)]
-
-
 class ActionStreams:
     """Lazily loaded action streams (each (T, A) float32) of one recording, selected by index."""
 
@@ -99,7 +67,7 @@ class ActionStreams:
             self._store = EpisodeStore.open(self.path, "r")
             return len(self._store)
         local = storage.fetch(self.path)  # s3://: a cached local copy
-        self._all = _read_jsonl(local) if self.kind == "jsonl" else _read_lerobot(local)
+        self._all = _read_jsonl(local) if self.kind == "jsonl" else read_actions(local)
         return len(self._all)
 
     @property

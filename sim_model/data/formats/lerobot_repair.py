@@ -17,24 +17,30 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.export.stats import Stats, array_stats, image_stats, to_jsonable
-from pipeline.imports.lerobot import column_numpy
+from sim_model.data.formats.stats import Stats, array_stats, image_stats, to_jsonable
+from sim_model.data.formats.lerobot_reader import column_numpy
 from sim_model.storage import atomic
-
-if TYPE_CHECKING:
-    from pipeline.export.lerobot import EpisodeSummary
 
 log = logging.getLogger(__name__)
 PTS_TOLERANCE_S = 1e-5  # well inside lerobot's 1e-4 s decode tolerance
+
+
+@dataclass
+class EpisodeSummary:
+    """What the repair step needs to know about one exported episode, taken from the source."""
+
+    length: int
+    histograms: dict[str, np.ndarray]  # LeRobot camera key -> (3, 256) pixel counts
 
 
 class ExportCheckError(RuntimeError):

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import zarr
 
-from pipeline.export.lerobot_features import iws_name
-from pipeline.imports.source import ReaderBase
+from sim_model.data.formats.lerobot_features import iws_name
+from sim_model.data.formats.source import ReaderBase
 from schemas import CameraSpec, EpisodeMeta, ExtraSpec, FeatureSpec, SpecError
 
 SOURCE_TAG = "import:zarr-dp"

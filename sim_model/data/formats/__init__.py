@@ -1,0 +1,25 @@
+"""Dataset formats: the floor every reader and writer of episodes stands on.
+
+    detect.py            which dataset lives at a path or s3:// URI (`dataset_kind`, `detect_format`)
+    dataset.py           `open_dataset` (any format, read in place) and `import_dataset` (into
+                         an EpisodeStore); why each route, see there
+    source.py            EpisodeSource: the EpisodeStore's read API that every reader offers
+    lerobot_features.py  iws features <-> LeRobot feature names, both ways
+    lerobot_reader.py    LeRobotReader: a LeRobot v3.0 dataset, frames decoded as lerobot does;
+                         `read_actions`: its action column only (replayed streams)
+    zarr_dp_reader.py    DPZarrReader: a Diffusion-Policy replay buffer
+    lerobot_writer.py    `export_lerobot`, through lerobot's own API ...
+    lerobot_repair.py    ... then checked and corrected where lerobot 0.4.4 is wrong (stats.py)
+    zarr_dp_writer.py    `export_zarr_dp`: the layout Diffusion Policy's ReplayBuffer opens
+
+It sits under the workers (which read initial frames and replayed actions through it) and the
+pipeline (`iws import`, `iws export`, consolidation); it imports only schemas, sim_model.storage
+and the EpisodeStore beside it.
+"""
+
+from sim_model.data.formats.dataset import import_dataset, open_dataset
+from sim_model.data.formats.detect import dataset_kind, detect_format
+from sim_model.data.formats.source import EpisodeSource, ReaderBase
+
+__all__ = ["EpisodeSource", "ReaderBase", "dataset_kind", "detect_format", "import_dataset",
+           "open_dataset"]
