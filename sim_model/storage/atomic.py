@@ -2,7 +2,7 @@
 
 Every local write that replaces or creates a finished file goes through `write_file` (and its
 `write_bytes` / `write_text` forms); directories are swapped in whole by `replace_dir` /
-`move_dir_into_place`. What they guarantee:
+`move_dir_into_place` / `swap_dir` (the one directory swap; storage.publish_dir uses it too). What they guarantee:
 
 - the new content is written under a hidden temporary name in the same directory (with the same
   suffix, so writers that choose a format by suffix work), then renamed onto the target: readers
@@ -101,7 +101,7 @@ def write_text(path: StrPath, text: str) -> None:
 def replace_dir(target: StrPath, write: Callable[[Path], None]) -> Path:
     """Call write(tmp_dir), then swap tmp_dir in as `target` (`move_dir_into_place`). A crash
     leaves the old directory or the new one (or, between the two renames, the old one under a
-    hidden `.old-` name); an exception in `write` leaves `target` untouched."""
+    hidden `.old` name); an exception in `write` leaves `target` untouched."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:12]}")
@@ -122,11 +122,18 @@ def move_dir_into_place(new: StrPath, dest: StrPath) -> None:
     leave 0600/0700 behind) and is fsynced; then two renames swap it in, so a complete copy is
     on disk at every instant, the old one removed only after; the parent is fsynced last.
     """
-    new, dest = Path(new), Path(dest)
     settle_tree(new)
+    swap_dir(new, dest)
+
+
+def swap_dir(new: StrPath, dest: StrPath) -> None:
+    """Rename the settled directory `new` to `dest`. An old `dest` is first renamed aside to a
+    hidden `.<name>.<id>.old` (what storage.remove_stale_staging sweeps) and removed only after,
+    so a complete copy is on disk at every instant; the parent is fsynced before that removal."""
+    new, dest = Path(new), Path(dest)
     old = None
     if dest.exists():
-        old = dest.with_name(f".{dest.name}.old-{uuid.uuid4().hex[:12]}")
+        old = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:12]}.old")
         os.replace(dest, old)
     os.replace(new, dest)
     fsync_dir(dest.parent)

@@ -79,12 +79,7 @@ def publish_dir(staged: str, uri: str, *, replace: bool) -> bool:
     if not replace:
         shutil.rmtree(src, ignore_errors=True)
         return False
-    # Two renames keep a complete copy on disk at every instant.
-    old = dst.parent / f".{dst.name}.{uuid.uuid4().hex[:12]}.old"
-    os.replace(dst, old)
-    os.replace(src, dst)
-    atomic.fsync_dir(dst.parent)
-    shutil.rmtree(old, ignore_errors=True)
+    atomic.swap_dir(src, dst)  # two renames keep a complete copy on disk at every instant
     return True
 
 
