@@ -2,10 +2,11 @@
 
 Two routes, chosen per use:
 
-- **Read in place** (`open_dataset(path)`): for initial frames and replayed action streams. A
-  generation job touches one frame and the action column of each episode it draws; decoding a
-  handful of frames from video or reading a parquet column is cheap, and copying the whole
-  dataset first would cost more than the job reads. `open_dataset` returns the EpisodeStore
+- **Read in place** (`open_dataset(path)`): for initial frames and replayed action streams
+  (workers.init_frames; replays of LeRobot data read only its action column, with
+  `lerobot_reader.read_actions`). A generation job touches one frame and the action column of
+  each episode it draws; decoding a handful of frames from video or reading a parquet column is
+  cheap, and copying the whole dataset first would cost more than the job reads. `open_dataset` returns the EpisodeStore
   itself for iws stores and a reader with the same read API otherwise.
 - **Import once** (`iws import SRC DEST` / `import_dataset`): for world-model training. Training
   draws random windows from every episode for many epochs; from video each draw decodes from
@@ -23,9 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from schemas import SpecError
 from sim_model.data.formats.detect import detect_format
 from sim_model.data.formats.source import EpisodeSource
-from schemas import SpecError
 
 if TYPE_CHECKING:
     from sim_model.data.store import EpisodeStore
