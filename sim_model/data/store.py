@@ -23,6 +23,7 @@ from sim_model.data import store_layout as layout
 from sim_model.data.episode import Episode
 from sim_model.data.reader import EpisodeReader
 from sim_model.data.store_damage import DECODE_ERRORS, StoreDamaged, bad_chunk, damaged, locate
+from sim_model.storage.uri import is_url
 
 __all__ = ["EpisodeStore", "StoreDamaged", "StoreNotFound"]
 
@@ -67,7 +68,7 @@ class EpisodeStore(EpisodeReader):
                             "replace it, or EpisodeStore.open(path, mode='a') to append to it.")
         if existing is None and _holds_other_data(location, store):
             # zarr's mode="w" below would delete whatever is there (a whole bucket, for s3://b).
-            kind = "prefix" if layout.is_url(location) else "directory"
+            kind = "prefix" if is_url(location) else "directory"
             raise SpecError(f"{location} is a non-empty {kind} that is not a Zarr store; "
                             "choose a new path for the episode store.")
         root = zarr.open_group(store, mode="w", zarr_format=2)
@@ -85,7 +86,7 @@ class EpisodeStore(EpisodeReader):
         if mode not in ("r", "a"):
             raise SpecError(f"mode={mode!r} is not valid; use 'r' (read) or 'a' (append).")
         location = layout.location_str(path)
-        missing = not layout.is_url(location) and not Path(location).is_dir()
+        missing = not is_url(location) and not Path(location).is_dir()
         store = None if missing else layout.zarr_store(location, read_only=mode == "r",
                                                        storage_options=storage_options)
         root = None
@@ -228,7 +229,7 @@ class EpisodeStore(EpisodeReader):
             if array.shape[0] != count:
                 torn.append(key)
                 array.resize((count,))
-        if not layout.is_url(self._location):
+        if not is_url(self._location):
             # Temp files of LocalStore's atomic writes, orphaned by a kill mid-write.
             for stray in Path(self._location).rglob("*.partial"):
                 stray.unlink(missing_ok=True)
@@ -246,7 +247,7 @@ def _try_open_group(store: Any) -> Any | None:
 
 
 def _holds_other_data(location: str, store: Any) -> bool:
-    if layout.is_url(location):
+    if is_url(location):
         from zarr.core.sync import sync
 
         return not sync(store.is_empty(""))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas import SpecError
-from sim_model.data.store_layout import is_url
+from sim_model.storage.uri import is_url
 
 # JSONDecodeError and UnicodeDecodeError are ValueErrors; numcodecs' codecs raise RuntimeError.
 DECODE_ERRORS = (ValueError, RuntimeError)

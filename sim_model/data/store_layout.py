@@ -27,6 +27,7 @@ import numpy as np
 
 from schemas import FeatureSpec, SpecError
 from sim_model.data.episode import Episode
+from sim_model.storage.uri import is_url
 
 FORMAT_VERSION = 1
 ATTR_KEY = "iws_store"
@@ -54,10 +55,6 @@ def location_str(path: str | os.PathLike[str]) -> str:
     if is_url(text):
         return text.rstrip("/")
     return str(Path(text).expanduser().absolute())
-
-
-def is_url(location: str) -> bool:
-    return "://" in location and not location.startswith("file://")
 
 
 def zarr_store(location: str, *, read_only: bool, storage_options: dict[str, Any] | None) -> Any:

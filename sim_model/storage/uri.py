@@ -1,4 +1,4 @@
-"""Where a location points: a local path or an s3:// URI, the one list of S3 schemes."""
+"""Where a location points: a local path or a URL; the one list of S3 schemes."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ def is_s3(location: str) -> bool:
 
 def is_remote(uri: str) -> bool:
     return "://" in uri
+
+
+def is_url(location: str) -> bool:
+    """A URL zarr opens through fsspec (s3://, memory://, ...); file:// counts as a local path."""
+    return "://" in location and not location.startswith("file://")
 
 
 def check_scheme(uri: str) -> None:

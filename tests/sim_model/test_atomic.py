@@ -115,3 +115,32 @@ def test_job_outputs_written_through_storage_get_umask_modes(tmp_path: Path, uma
     assert not storage.write_new(str(tmp_path / "commits" / "ep-0.json"), "{...}")
     assert mode(tmp_path / "manifest.json") == mode(tmp_path / "commits" / "ep-0.json") == 0o644
     assert leftovers(tmp_path / "commits", {"ep-0.json"}) == []
+
+
+def test_a_swap_cut_between_its_renames_leaves_a_copy_the_sweep_removes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One directory swap (atomic.swap_dir) serves checkpoints, exports and published episodes:
+    cut after the old copy is renamed aside, a complete copy is still on disk under the hidden
+    name that storage.remove_stale_staging sweeps."""
+    target = tmp_path / "ep-0"
+    target.mkdir()
+    (target / "data").write_text("old")
+    new = tmp_path / ".ep-0.0123456789ab.tmp"  # as storage.staging_dir names it
+    new.mkdir()
+    (new / "data").write_text("new")
+    real_replace, calls = os.replace, []
+
+    def cut_after_first(src: object, dst: object) -> None:
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError("power cut")
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", cut_after_first)
+    with pytest.raises(OSError, match="power cut"):
+        atomic.swap_dir(new, target)
+    monkeypatch.undo()
+    aside = [p for p in tmp_path.iterdir() if p.name.endswith(".old")]
+    assert len(aside) == 1 and (aside[0] / "data").read_text() == "old"
+    assert storage.remove_stale_staging(str(tmp_path)) == 2  # the staged copy and the old one
+    assert list(tmp_path.iterdir()) == []

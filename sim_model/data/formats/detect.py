@@ -48,7 +48,7 @@ def dataset_kind(path: str | os.PathLike[str]) -> Kind:
 def detect_format(path: str | os.PathLike[str]) -> Format:
     """Which kind of dataset lives at `path`: an iws EpisodeStore, a DP Zarr store or LeRobot."""
     text = os.fspath(path)
-    if "://" in text and not text.startswith("file://"):
+    if storage.is_url(text):
         return _remote_format(text)
     local = Path(text.removeprefix("file://")).expanduser()
     if not local.exists():
