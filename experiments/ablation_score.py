@@ -38,10 +38,10 @@ from pipeline.commands.eval import parse_horizons, random_walk_actions
 from pipeline.pusht.tee_fit import CANVAS
 from pipeline.pusht.vision import T_AREA, PushTAnalyzer, estimate_block_pose
 from schemas import SpecError
-from sim_model.atomic import write_text
 from sim_model.data.store import EpisodeStore
 from sim_model.evaluate import EpisodeVideo, FidelityReport, evaluate_fidelity, mask_iou
 from sim_model.stability import run_stability
+from sim_model.storage.atomic import write_text
 from sim_model.world_model import WorldModel
 
 log = logging.getLogger("ablation_score")

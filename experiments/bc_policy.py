@@ -29,8 +29,8 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from pipeline.imports.lerobot import is_lerobot_root
 from schemas import EpisodeSpec, FeatureSpec, SpecError
+from sim_model.data.formats.lerobot_reader import is_lerobot_root
 from sim_model.data.store import EpisodeStore
 from workers.actions.base import Observation
 
@@ -86,7 +86,7 @@ def load_lerobot_demos(root: str) -> Demos:
     its first camera, `observation.state` and `action`."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    from pipeline.imports.lerobot import video_backend
+    from sim_model.data.formats.lerobot_reader import video_backend
 
     dataset = LeRobotDataset(f"local/{Path(root).name}", root=root, video_backend=video_backend())
     features = dataset.features

@@ -51,10 +51,10 @@ from experiments.fidelity_diagnosis_report import (
 )
 from pipeline.pusht.vision import PALETTE, block_mask, rigid_shape_score
 from schemas import SpecError
-from sim_model.atomic import write_text
 from sim_model.data.store import EpisodeStore
 from sim_model.evaluate import check_compatible
 from sim_model.metrics import psnr
+from sim_model.storage.atomic import write_text
 from sim_model.world_model import WorldModel
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from sim_model import checkpoint as ckpt
-from sim_model.atomic import write_text
+from sim_model.storage.atomic import write_text
 
 CURVE = Path("docs/models/pusht/learning_curve.json")
 

@@ -35,7 +35,6 @@ import numpy as np
 from experiments.bc_policy import BCPolicy, train
 from pipeline.evaluation.policy import roll_world_model
 from pipeline.evaluation.stats import bootstrap_mean_interval, wilson_interval
-from pipeline.export.lerobot import export_lerobot
 from pipeline.pusht.demonstrator import PushTDemonstrator
 from pipeline.pusht.env import wrapped_pose
 from pipeline.pusht.features import pusht_features
@@ -43,6 +42,7 @@ from pipeline.pusht.scorer import coverage_trace
 from pipeline.pusht.truth import roll_pusht, seeded_states
 from schemas import EpisodeMeta, EpisodeSpec
 from sim_model.data.episode import Episode
+from sim_model.data.formats.lerobot_writer import export_lerobot
 from sim_model.data.store import EpisodeStore
 from sim_model.world_model import WorldModel
 

@@ -22,11 +22,11 @@ import torch
 from schemas import FeatureSpec
 from schemas.errors import SpecError, load_yaml, validate
 from sim_model import checkpoint as ckpt
-from sim_model.atomic import write_text
 from sim_model.config import CheckpointConfig, ModelConfig, Provenance, StageRecord, preset_config
 from sim_model.nn.world import WorldModelNet
 from sim_model.normalize import Normalizer, fit_normalization
 from sim_model.precision import resolve_precision
+from sim_model.storage.atomic import write_text
 from sim_model.train.autoencoder import autoencoder_task
 from sim_model.train.config import STAGES, Stage, TrainConfig, default_train_config, merge
 from sim_model.train.data import TrainingData

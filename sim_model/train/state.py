@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from schemas.errors import SpecError
-from sim_model.atomic import replace_dir
+from sim_model.storage.atomic import replace_dir
 
 WEIGHTS, OPTIM, TRAINER = "weights.safetensors", "optimizer.safetensors", "trainer.json"
 
