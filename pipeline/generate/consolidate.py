@@ -15,7 +15,6 @@ driver to withdraw their markers and make them again.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import logging
 import time
 from collections.abc import Iterable
@@ -23,7 +22,6 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 
 from pipeline.generate.outputs import DATASET_DIR, LEROBOT_DIR, LEROBOT_DONE, lerobot_repo_id, now
-from pipeline.generate.preflight import LEROBOT_EXPORTER
 from schemas import EpisodeRecord, ExportRecord, FeatureSpec, JobSpec, SpecError
 from sim_model import storage
 from sim_model.data.store import EpisodeStore
@@ -108,7 +106,8 @@ def _merge(out: str, records: list[EpisodeRecord], merged: EpisodeStore) -> list
 
 
 def export_lerobot(spec: JobSpec, src_zarr: str, *, refresh: bool = False) -> str:
-    """Hook to the LeRobot exporter (sim_model.data.formats.lerobot_writer): OUT/lerobot from dataset.zarr.
+    """OUT/lerobot from dataset.zarr (sim_model.data.formats.lerobot_writer, imported only here:
+    lerobot is a heavy import).
 
     Skipped when its completion marker says it was made from this very dataset.zarr with the
     same output.lerobot_camera_keys, unless `refresh`. The marker is removed before and written after the export, so an export that
@@ -122,8 +121,9 @@ def export_lerobot(spec: JobSpec, src_zarr: str, *, refresh: bool = False) -> st
         log.info("%s is up to date", dest)
         return dest
     storage.remove_file(marker)
-    exporter = importlib.import_module(LEROBOT_EXPORTER)
-    exporter.export_lerobot(src_zarr, dest, repo_id=lerobot_repo_id(spec.name), task=spec.task or None,
+    from sim_model.data.formats.lerobot_writer import export_lerobot as write_lerobot
+
+    write_lerobot(src_zarr, dest, repo_id=lerobot_repo_id(spec.name), task=spec.task or None,
                             camera_keys=cameras, overwrite=True)
     done = ExportRecord(format="lerobot", uri=dest, sources=str(sources), episodes=len(source),
                         camera_keys=cameras, finished=now())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -19,9 +18,6 @@ from workers.scoring import Scorer
 from workers.writer import episode_features
 
 log = logging.getLogger(__name__)
-
-LEROBOT_EXPORTER = "sim_model.data.formats.lerobot_writer"
-
 
 @dataclass(frozen=True)
 class Plan:
@@ -59,9 +55,6 @@ def _check_sources(spec: JobSpec, features: FeatureSpec) -> None:
 
 def _check_output(spec: JobSpec) -> None:
     storage.ensure_writable_dir(spec.output.path)
-    if "lerobot" in spec.output.formats and importlib.util.find_spec(LEROBOT_EXPORTER) is None:
-        raise SpecError("output.formats asks for 'lerobot', but this iws has no LeRobot exporter "
-                        f"({LEROBOT_EXPORTER}); remove 'lerobot' and convert dataset.zarr later.")
 
 
 def _check_schemes(spec: JobSpec) -> None:

@@ -137,17 +137,6 @@ def test_source_and_filter_errors_name_the_source(tmp_path: Path, tiny_checkpoin
                                  filter={"scorer": "coverage", "mode": "keep"}))
 
 
-def test_lerobot_format_needs_the_exporter(tmp_path: Path, tiny_checkpoint: Path, init_images: dict,
-                                           monkeypatch) -> None:
-    import pipeline.generate.preflight as preflight_module
-
-    monkeypatch.setattr(preflight_module, "LEROBOT_EXPORTER", "pipeline.export.not_installed")
-    job = job_dict(tiny_checkpoint, init_images, tmp_path / "out",
-                   output={"path": str(tmp_path / "out"), "formats": ["zarr", "lerobot"]})
-    with pytest.raises(SpecError, match="no LeRobot exporter"):
-        check(tmp_path, job)
-
-
 def test_expansion_is_deterministic_and_weighted(tmp_path: Path, init_images: dict) -> None:
     job = job_dict("m", init_images, "out", episodes=10,
                    action_sources={"a": {"kind": "scripted", "weight": 2},
