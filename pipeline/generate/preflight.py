@@ -57,6 +57,16 @@ def _check_output(spec: JobSpec) -> None:
     storage.ensure_writable_dir(spec.output.path)
 
 
+def _check_camera_keys(spec: JobSpec, features: FeatureSpec) -> None:
+    """output.lerobot_camera_keys names cameras the model has: caught now, not by the export at
+    the end of the job."""
+    cameras = [c.name for c in features.cameras]
+    unknown = sorted(set(spec.output.lerobot_camera_keys) - set(cameras))
+    if unknown:
+        raise SpecError(f"output.lerobot_camera_keys names {unknown}, but the model's cameras are "
+                        f"{cameras}; key the mapping by one of those.")
+
+
 def _check_schemes(spec: JobSpec) -> None:
     """Every location in the spec is a local path or s3:// (SpecError naming the field)."""
     places = {"model": spec.model, "output.path": spec.output.path, "init.dataset": spec.init.dataset}
@@ -84,6 +94,7 @@ def preflight(spec: JobSpec) -> Plan:
     except SpecError as error:
         raise SpecError(f"init: {error}") from None
     _check_sources(spec, features)
+    _check_camera_keys(spec, features)
     scorer = resolve_scorer(spec.filter.scorer) if spec.filter is not None else None
     if not remote:  # creates the directory: only once everything else is known to be right
         _check_output(spec)

@@ -137,6 +137,16 @@ def test_source_and_filter_errors_name_the_source(tmp_path: Path, tiny_checkpoin
                                  filter={"scorer": "coverage", "mode": "keep"}))
 
 
+def test_camera_keys_for_a_camera_the_model_lacks_fail_before_the_job(tmp_path: Path, tiny_checkpoint: Path,
+                                                                       init_images: dict) -> None:
+    job = job_dict(tiny_checkpoint, init_images, tmp_path / "out",
+                   output={"path": str(tmp_path / "out"), "formats": ["zarr", "lerobot"],
+                           "lerobot_camera_keys": {"front": "observation.image"}})
+    with pytest.raises(SpecError, match=r"lerobot_camera_keys names \['front'\], but the model's cameras are \['top'\]"):
+        check(tmp_path, job)
+    assert not (tmp_path / "out").exists()  # refused before the output was created
+
+
 def test_expansion_is_deterministic_and_weighted(tmp_path: Path, init_images: dict) -> None:
     job = job_dict("m", init_images, "out", episodes=10,
                    action_sources={"a": {"kind": "scripted", "weight": 2},
