@@ -28,7 +28,7 @@ def test_short_chaos_soak_loses_duplicates_and_leaves_nothing(tmp_path: Path) ->
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     done = subprocess.run([sys.executable, "benchmarks/chaos.py", "--trials", str(len(KINDS)), "--seed", "1",
                            "--write", str(report), "--json", str(trials_json)],
-                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500)
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=2400)
     assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-3000:]
     trials = json.loads(trials_json.read_text())
     assert [t["kind"] for t in trials] == KINDS
