@@ -35,5 +35,10 @@ def test_short_chaos_soak_loses_duplicates_and_leaves_nothing(tmp_path: Path) ->
     broken = [t for t in trials if t["broken"]]
     assert not broken, broken
     assert sum(t["landed"] for t in trials) >= 2, "the faults mostly hit finished jobs: nothing was tested"
-    assert all(t["exits"][-1] == 0 for t in trials)
+    for t in trials:  # every trial ends with a finished run; a second driver may be refused (exit 2)
+        if t["kind"] == "second-driver":
+            assert 0 in t["exits"] and set(t["exits"]) <= {0, 2}, t
+            assert t["detail"] != "both refused", t
+        else:
+            assert t["exits"][-1] == 0, t
     assert "| **all** |  | 5 |" in report.read_text()
