@@ -106,6 +106,9 @@ def job_run(model: Path, images: list[str], out: Path, episodes: int, horizon: i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--model", default=None,
+                        help="a trained checkpoint (a name such as pusht, or a directory) instead of a "
+                        "randomly initialised --preset; 96x96 PushT init frames")
     parser.add_argument("--resolution", type=int, default=96)
     parser.add_argument("--episodes", type=int, default=48, help="at least a few groups per replica")
     parser.add_argument("--horizon", type=int, default=21)
@@ -120,7 +123,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        model, images = make_model(args.preset, args.resolution, work), init_images(args.resolution, work)
+        if args.model:
+            from sim_model.checkpoint import resolve
+
+            model, images = resolve(args.model), init_images(96, work)
+        else:
+            model, images = make_model(args.preset, args.resolution, work), init_images(args.resolution, work)
         if not args.embedded:
             ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
         rows, raw = [], {}
@@ -137,7 +145,8 @@ def main() -> None:
         if not args.embedded:
             ray.shutdown()
     ray_note = "each job starts its own Ray (timed)" if args.embedded else "Ray started once, outside the timings"
-    header = (f"{args.preset} preset, {args.resolution}x{args.resolution}, {args.episodes} episodes x "
+    what = f"model {args.model}" if args.model else f"{args.preset} preset, {args.resolution}x{args.resolution}"
+    header = (f"{what}, {args.episodes} episodes x "
               f"{args.horizon} steps ({args.episodes * (args.horizon - 1)} model frames) per job; "
               f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), load average "
               f"{os.getloadavg()[0]:.1f} at the end; {ray_note}.\n\n"
