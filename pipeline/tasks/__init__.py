@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pipeline.pusht.task import PushT
+from pipeline.sweep.task import Sweep
 from pipeline.tasks.base import Task
 from schemas import SpecError
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 TASKS: dict[str, Task] = {task.name: task for task in [
     PushT(),
+    Sweep(),
 ]}
 
 

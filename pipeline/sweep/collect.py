@@ -1,0 +1,218 @@
+"""Collect ground-truth sweep play (scripted primitives, pipeline.sweep.primitives) into an
+EpisodeStore.
+
+Alignment as in PushT (LeRobot / Diffusion Policy convention): step t holds frame t of each
+camera, the observation before action t; state t (both pushers' positions), particles t,
+in_goal t and success t describe that observation; action t, the targets then sent, yields
+observation t+1.
+
+Determinism: episode `index` draws its pile and every choice of its play from
+SeedSequence(seed, index), and episodes never depend on one another, so any number of worker
+processes gives byte-identical stores; the parent appends in index order.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.sweep.env import MAX_PARTICLES, SUCCESS_FRACTION, State, SweepSim, draw_pile
+from pipeline.sweep.features import sweep_features
+from pipeline.sweep.primitives import PRIMITIVES
+from pipeline.sweep.render import render
+from schemas import EpisodeMeta, SpecError
+from sim_model.data.episode import Episode
+from sim_model.data.store import EpisodeStore
+
+TASK = "Sweep the pile of discs into the green goal with both pushers"
+DEFAULT_MIX = {"sweep": 0.45, "spread": 0.2, "roam": 0.15, "cross": 0.2}
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """'sweep=0.5,cross=0.2' -> weights (unnormalised); SpecError names what is wrong."""
+    mix: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or name not in PRIMITIVES:
+            raise SpecError(f"--mix entry '{item}' is not NAME=WEIGHT with NAME one of "
+                            f"{', '.join(PRIMITIVES)}.")
+        try:
+            mix[name] = float(value)
+        except ValueError:
+            raise SpecError(f"--mix weight of '{name}' is '{value}', not a number.") from None
+    return mix
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    """What to collect; validated on construction (SpecError with the offending value)."""
+
+    episodes: int
+    steps: int = 200
+    seed: int = 0
+    resolution: int = 96
+    mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
+
+    def __post_init__(self) -> None:
+        for name, low in (("episodes", 1), ("steps", 2), ("seed", 0), ("resolution", 16)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < low:
+                raise SpecError(f"--{name} must be an integer >= {low}, got {value!r}.")
+        if self.resolution > 512:
+            raise SpecError(f"--resolution {self.resolution} is too large; use at most 512.")
+        unknown = sorted(set(self.mix) - set(PRIMITIVES))
+        weights = np.array(list(self.mix.values()), dtype=np.float64)
+        if unknown or not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:
+            raise SpecError(f"mix {self.mix} must name primitives among {', '.join(PRIMITIVES)} "
+                            "with finite weights >= 0, not all 0.")
+
+    def mix_text(self) -> str:
+        return ",".join(f"{name}={self.mix[name]:g}" for name in sorted(self.mix))
+
+
+def play(config: CollectConfig, index: int) -> Episode:
+    """Episode `index`: a pile drawn from (seed, index), then primitives until --steps."""
+    rng = np.random.default_rng(np.random.SeedSequence([config.seed, index]))
+    names = sorted(name for name, weight in config.mix.items() if weight > 0)
+    weights = np.array([config.mix[name] for name in names])
+    sim = SweepSim()
+    state = sim.reset_to(*draw_pile(rng))
+    states: list[State] = []
+    actions: list[np.ndarray] = []
+    played: list[str] = []
+    while len(actions) < config.steps:
+        name = names[int(rng.choice(len(names), p=weights / weights.sum()))]
+        played.append(name)
+        for target in PRIMITIVES[name](state, rng)[:config.steps - len(actions)]:
+            states.append(state)
+            actions.append(target)
+            state = sim.step(target)
+    return _to_episode(config, index, states, actions, played)
+
+
+def _to_episode(config: CollectConfig, index: int, states: list[State], actions: list[np.ndarray],
+                played: list[str]) -> Episode:
+    count = len(states[0].particles)
+    particles = np.zeros((len(states), MAX_PARTICLES, 2), np.float32)
+    particles[:, :count] = [s.particles for s in states]
+    in_goal = np.array([s.in_goal for s in states], np.float32)
+    views = [render(s.pushers, s.particles, config.resolution) for s in states]
+    meta = EpisodeMeta(
+        episode_id=f"sweep-s{config.seed}-{index:06d}", length=config.steps, task=TASK,
+        source="sweep:" + "+".join(dict.fromkeys(played)), fps=10.0,
+        info={"index": index, "collect_seed": config.seed, "mix": config.mix_text(),
+              "segments": len(played), "primitives": ",".join(played),
+              "particles": count},
+    )
+    return Episode(
+        frames={camera: np.stack([v[camera] for v in views]) for camera in ("top", "side")},
+        action=np.stack(actions).astype(np.float32),
+        meta=meta,
+        state=np.stack([s.pushers.reshape(4) for s in states]).astype(np.float32),
+        extras={"particles": particles,
+                "particle_count": np.full(len(states), count, np.int32),
+                "in_goal": in_goal,
+                "success": in_goal >= SUCCESS_FRACTION},
+    )
+
+
+_config: CollectConfig | None = None  # per worker process
+
+
+def _init_worker(config: CollectConfig) -> None:
+    global _config
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _config = config
+
+
+def _worker_episode(index: int) -> Episode:
+    assert _config is not None, "worker process was not initialised"
+    return play(_config, index)
+
+
+def generate(config: CollectConfig, indices: range, workers: int = 1) -> Iterator[Episode]:
+    """Episodes for `indices`, in order, made by `workers` processes (1: in this process)."""
+    workers = max(1, min(workers, len(indices)))
+    if workers == 1:
+        yield from (play(config, index) for index in indices)
+        return
+    # spawn, not fork: the parent may hold torch or Ray threads that a fork would copy mid-lock.
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(workers, initializer=_init_worker, initargs=(config,)) as pool:
+        yield from pool.imap(_worker_episode, indices, chunksize=1)
+
+
+@dataclass
+class CollectStats:
+    """What a collection added: episodes, steps, steps in which some disc moved, and the
+    in-goal fraction at the first and last step of each episode."""
+
+    episodes: int = 0
+    steps: int = 0
+    moving: int = 0
+    start: list[float] = field(default_factory=list)
+    end: list[float] = field(default_factory=list)
+
+    def add(self, episode: Episode) -> None:
+        count = int(episode.extras["particle_count"][0])
+        moved = np.abs(np.diff(episode.extras["particles"][:, :count], axis=0)).max(axis=(1, 2))
+        self.episodes += 1
+        self.steps += len(moved)
+        self.moving += int((moved > 0.5).sum())
+        self.start.append(float(episode.extras["in_goal"][0]))
+        self.end.append(float(episode.extras["in_goal"][-1]))
+
+    def table(self) -> str:
+        return ("| episodes | discs moved (% of steps) | in goal at start (mean) | at end (mean, max) |\n"
+                "|---|---|---|---|\n"
+                f"| {self.episodes} | {100 * self.moving / max(self.steps, 1):.1f} | "
+                f"{np.mean(self.start):.3f} | {np.mean(self.end):.3f}, {np.max(self.end):.3f} |")
+
+
+def collect(config: CollectConfig, store: EpisodeStore, *, workers: int = 1,
+            on_episode: Callable[[Episode], None] | None = None) -> CollectStats:
+    """Append episodes len(store) .. config.episodes - 1 to `store` (from `open_output`); a
+    resumed store ends up equal to an uninterrupted run. Returns what was added."""
+    stats = CollectStats()
+    for episode in generate(config, range(len(store), config.episodes), workers):
+        store.append(episode)
+        stats.add(episode)
+        if on_episode is not None:
+            on_episode(episode)
+    return stats
+
+
+def open_output(config: CollectConfig, out: str, *, overwrite: bool = False,
+                resume: bool = False) -> EpisodeStore:
+    """The store to collect into: new, replaced (`overwrite`) or resumed (`resume`, the same
+    seed, mix, steps and resolution). SpecError before any work when that is not possible."""
+    if overwrite and resume:
+        raise SpecError("--overwrite and --resume contradict each other; pass one of them.")
+    local = "://" not in out
+    if local and Path(out).is_file():
+        raise SpecError(f"--out {out} is a file; give a directory path for the Zarr store.")
+    exists = local and Path(out).exists()
+    if exists and not (overwrite or resume):
+        raise SpecError(f"--out {out} already exists; pass --overwrite to replace it, --resume to "
+                        "finish an interrupted collection, or another --out.")
+    if not (resume and exists):
+        return EpisodeStore.create(out, sweep_features(config.resolution), overwrite=overwrite)
+    store = EpisodeStore.open(out, "a")
+    was = None if not len(store) else (store.meta(0).info.get("collect_seed"),
+                                       store.meta(0).info.get("mix"), store.meta(0).length)
+    if store.features != sweep_features(config.resolution) or len(store) > config.episodes or (
+            was is not None and was != (config.seed, config.mix_text(), config.steps)):
+        raise SpecError(f"cannot resume {out}: it holds {len(store)} episodes collected with "
+                        f"(seed, mix, steps)={was} at another resolution or more episodes than "
+                        f"asked; rerun with those settings or pass --overwrite.")
+    return store
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0))
