@@ -1,0 +1,110 @@
+"""The sweep task end to end: `iws collect sweep`, the pixel scorer against the simulator, the
+demonstrator in the arena, and `iws eval policy --ground-truth sweep`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.cli import main
+from pipeline.evaluation.stats import pearson
+from pipeline.sweep.env import SweepSim
+from pipeline.sweep.features import sweep_features
+from pipeline.sweep.scorer import frame_in_goal, score_episode
+from pipeline.sweep.truth import roll_sweep
+from pipeline.tasks import TASKS, resolve_scorer
+from schemas import EpisodeSpec
+from sim_model.data.store import EpisodeStore
+
+STEPS = 30
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sweep") / "play.zarr"
+    assert main(["collect", "sweep", "--episodes", "3", "--steps", str(STEPS), "--resolution", "32",
+                 "--workers", "1", "--seed", "5", "--out", str(out), "--no-progress"]) == 0
+    return out
+
+
+def test_collect_writes_both_cameras_and_the_pile(store: Path, tmp_path: Path) -> None:
+    episodes = EpisodeStore.open(store)
+    assert episodes.features == sweep_features(32) and len(episodes) == 3
+    episode = episodes.episode(1)
+    assert set(episode.frames) == {"top", "side"}
+    assert episode.frames["top"].shape == episode.frames["side"].shape == (STEPS, 32, 32, 3)
+    assert episode.action.shape == (STEPS, 4) and episode.state.shape == (STEPS, 4)
+    count = int(episode.extras["particle_count"][0])
+    assert 40 <= count <= 80 and not episode.extras["particles"][:, count:].any()
+    # The stores are the same whatever the number of worker processes.
+    again = tmp_path / "again.zarr"
+    assert main(["collect", "sweep", "--episodes", "2", "--steps", str(STEPS), "--resolution", "32",
+                 "--workers", "2", "--seed", "5", "--out", str(again), "--no-progress"]) == 0
+    other = EpisodeStore.open(again)
+    assert [other.episode(i).checksum() for i in range(2)] == \
+        [episodes.episode(i).checksum() for i in range(2)]
+
+
+def test_the_scorer_agrees_with_the_simulator(store: Path) -> None:
+    """Pile layouts with a known share of discs in the goal, at the task's 96 x 96."""
+    from pipeline.sweep.render import render
+
+    rng = np.random.default_rng(0)
+    sim = SweepSim()
+    true, seen = [], []
+    for seed in range(12):
+        state = sim.reset(seed)
+        # Slide the pile part way into the goal, keeping it off the wall.
+        shift = np.array([rng.uniform(0.0, 490.0 - state.particles[:, 0].max()), 0.0])
+        state = sim.reset_to(state.pushers, state.particles + shift)
+        true.append(state.in_goal)
+        seen.append(frame_in_goal(render(state.pushers, state.particles, 96)["top"]))
+    assert np.ptp(true) > 0.5
+    assert pearson(seen, true) > 0.95
+    assert np.max(np.abs(np.subtract(seen, true))) < 0.1
+    assert resolve_scorer("sweep_in_goal") is score_episode is TASKS["sweep"].scorer()
+    score, success = score_episode(EpisodeStore.open(store).episode(0))
+    assert 0.0 <= score <= 1.0 and isinstance(success, bool)
+
+
+def _spec(index: int, seed: int, ref: str = "arena") -> EpisodeSpec:
+    return EpisodeSpec(job_id="t", index=index, episode_id=f"t-{index}", seed=seed, init_ref=ref,
+                       action_source="demo", horizon=201)
+
+
+def test_the_demonstrator_sweeps_discs_into_the_goal() -> None:
+    from pipeline.sweep.demonstrator import SweepDemonstrator
+
+    sim = SweepSim()
+    starts = [sim.reset(s) for s in (100, 102)]
+    in_goal, frames = roll_sweep(SweepDemonstrator(sweep_features()), [_spec(0, 1), _spec(1, 2)],
+                                 starts, ("top", "side"), 96, 200)
+    assert frames.shape == (2, 201, 96, 96, 3)
+    # From none in the goal to a share of the pile (0.2-0.5 in 200 steps on these starts).
+    assert np.all(in_goal[:, 0] == 0.0) and np.all(in_goal[:, -1] >= 0.1)
+
+
+def test_eval_policy_with_the_sweep_ground_truth(store: Path, tmp_path: Path) -> None:
+    import torch
+
+    from sim_model.world_model import WorldModel
+
+    threads = torch.get_num_threads()
+    model = WorldModel.random(sweep_features(32), preset="tiny", seed=0).save(tmp_path / "model")
+    out = tmp_path / "eval"
+    try:
+        assert main(["eval", "policy", "--model", str(model), "--policy", TASKS["sweep"].demonstrator,
+                     "--init", str(store), "--episodes", "2", "--horizon", "8", "--batch-size", "2",
+                     "--ground-truth", "sweep", "--scorer", "sweep", "--videos", "1",
+                     "--threads", "1", "--out", str(out), "--no-progress"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    report = json.loads((out / "metrics.json").read_text())
+    assert report["ground_truth_env"] == "sweep" and report["scorer"] == "sweep"
+    for episode in report["episodes"]:
+        truth = episode["ground_truth"]
+        assert 0.0 <= truth["score"] == truth["final"] <= 1.0
+        assert 0.0 <= episode["world_model"]["score"] <= 1.0
