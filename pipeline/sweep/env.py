@@ -17,6 +17,7 @@ deterministic for a seed and an action sequence (pymunk is, given the same order
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ class SweepSim:
     4-D targets (x0, y0, x1, y1). Rendering is separate (pipeline.sweep.render)."""
 
     def __init__(self) -> None:
-        self._space = None
+        self._space: Any = None  # a pymunk.Space once reset (pymunk is imported lazily)
         self._pushers: list = []
         self._particles: list = []
 
