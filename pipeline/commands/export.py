@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "h264 for frames under 32 px)")
     lerobot.add_argument("--workers", type=int, default=1,
                          help="parallel writers merged with lerobot's aggregation (default 1; "
-                         "see benchmarks/results/export.md)")
+                         "see benchmarks/results/export.md); datasets with a multi-dimensional "
+                         "feature, such as sweep's disc centres, always use one")
     lerobot.add_argument("--camera-key", action="append", metavar="[CAMERA=]KEY",
                          help="LeRobot key of a camera instead of observation.images.CAMERA, e.g. "
                          "observation.image, the camera key of lerobot-eval --env.type=pusht "

@@ -66,3 +66,20 @@ def test_to_jsonable_gives_nested_lists(frames):
                        "a": array_stats(np.ones((3, 2), np.float32))})
     assert isinstance(out["img"]["mean"], list) and len(out["img"]["mean"]) == 3
     assert out["a"]["count"] == [3]
+
+
+def test_array_stats_of_a_multi_dimensional_feature_follow_lerobots_layout():
+    """A (N, 80, 2) feature (the sweep task's disc centres): one stat per last-axis entry,
+    pooled over the rest, as lerobot's own writer computes it; flattened (160,) stats would not
+    broadcast against the (80, 2) values a trainer normalises."""
+    from lerobot.datasets.compute_stats import get_feature_stats
+
+    rng = np.random.default_rng(2)
+    values = rng.uniform(0, 512, size=(30, 80, 2)).astype(np.float32)
+    ours = array_stats(values)
+    theirs = get_feature_stats(values, axis=0, keepdims=False)
+    for key in ("min", "max", "mean", "std", "count"):
+        assert ours[key].shape == theirs[key].shape == ((2,) if key != "count" else (1,)), key
+        np.testing.assert_allclose(ours[key], theirs[key], rtol=1e-5)  # theirs: float32 sums
+    pooled = values.reshape(-1, 2).astype(np.float64)
+    np.testing.assert_allclose(ours["q50"], np.quantile(pooled, 0.5, axis=0))  # exact, not binned

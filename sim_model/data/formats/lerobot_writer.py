@@ -11,6 +11,8 @@ Measured in benchmarks/results/export.md: on the 2-core development machine one 
 keeps both cores busy (the AV1 encoder has its own threads) and two writers were 6x slower in
 wall time (each spawned worker first imports torch + lerobot), so one writer is the default;
 more workers are for machines with cores to spare and datasets large enough to amortise that.
+A dataset with a feature of two or more dimensions per step is written by one writer
+whatever `workers` says (`mergeable_writers`): lerobot 0.4.4's merge fails on it.
 
 Video frames go to lerobot's streaming encoder with an unbounded queue: no PNG round trip, and
 none of the frame drops its bounded queue causes when frames arrive faster than real time
@@ -34,13 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from sim_model.data.formats.lerobot_repair import EpisodeSummary, repair_and_verify
-from sim_model.data.formats.lerobot_features import camera_key_map, key_map, to_lerobot_features
-from sim_model.data.formats.stats import image_histogram
-from sim_model.data.formats.dataset import open_dataset
-from sim_model.data.formats.source import EpisodeSource
 from schemas import FeatureSpec, SpecError
 from sim_model import storage
+from sim_model.data.formats.dataset import open_dataset
+from sim_model.data.formats.lerobot_features import camera_key_map, key_map, to_lerobot_features
+from sim_model.data.formats.lerobot_repair import EpisodeSummary, repair_and_verify
+from sim_model.data.formats.source import EpisodeSource
+from sim_model.data.formats.stats import image_histogram
 from sim_model.storage import atomic
 
 log = logging.getLogger(__name__)
@@ -78,7 +80,7 @@ def export_lerobot(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
     work.mkdir(parents=True)
     try:
         root = work / "dataset"
-        shards = _shards(len(source), workers)
+        shards = _shards(len(source), mergeable_writers(source.features, workers))
         if len(shards) == 1:
             summaries = write_shard(source, shards[0], root, repo_id=repo_id, tasks=tasks,
                                     vcodec=vcodec, camera_keys=camera_keys, on_episode=on_episode)
@@ -188,6 +190,19 @@ def _fast_quiet_writer() -> Iterator[None]:
 def _per_step(value: np.ndarray) -> np.ndarray:
     """Scalars per step (T,) become (T, 1): LeRobot features are at least 1-D."""
     return value.reshape(len(value), 1) if value.ndim == 1 else value
+
+
+def mergeable_writers(features: FeatureSpec, workers: int) -> int:
+    """`workers`, or one writer where lerobot 0.4.4 cannot merge the shards: its
+    `aggregate_datasets` round-trips the data files through pandas, which fails (ArrowTypeError)
+    on a feature of two or more dimensions per step, e.g. the sweep task's (80, 2) disc centres.
+    One writer makes the same dataset, only without the parallel speed-up."""
+    multi = [extra.name for extra in features.extras if len(extra.shape) > 1]
+    if workers > 1 and multi:
+        log.warning("writing with one writer instead of %d: lerobot's aggregation cannot merge "
+                    "shards with multi-dimensional features (%s)", workers, ", ".join(multi))
+        return 1
+    return workers
 
 
 def _shards(n: int, workers: int) -> list[range]:

@@ -59,11 +59,13 @@ def image_stats(hist: np.ndarray, frames: int) -> Stats:
 
 
 def array_stats(values: np.ndarray) -> Stats:
-    """Per-dimension stats of a numeric feature; values (N,) or (N, D) -> each stat (D,) or (1,)."""
+    """Stats of a numeric feature per entry of its last axis, pooled over every other axis, as
+    lerobot lays them out: values (N,) -> each stat (1,); (N, D) -> (D,); (N, K, D) -> (D,)
+    (e.g. K disc centres (x, y): one stat per coordinate, which broadcasts against the values)."""
     values = np.asarray(values)
     if len(values) == 0:
         raise ValueError("statistics need at least one value")
-    flat = values.reshape(len(values), -1)
+    flat = values.reshape(-1, values.shape[-1] if values.ndim > 1 else 1)
     as_float = flat.astype(np.float64)
     stats: Stats = {
         # min/max keep the feature's dtype (lerobot stores int/bool min/max as such)
