@@ -1,5 +1,6 @@
 """lerobot-train (offline, CPU, subprocess) trains ACT and Diffusion Policy on an iws export,
-and lerobot-eval runs such a policy in gym-pusht (the round trip of docs/lerobot.md).
+ACT on a two-camera, two-arm export of sweep play, and lerobot-eval runs such a policy in
+gym-pusht (the round trip of docs/lerobot.md).
 
 Tiny on purpose: 3 episodes x 20 steps at 32x32 (96x96, gym-pusht's size, for the round trip),
 batch 2, 10 steps, small networks. Each run is ~10 s of training after ~30 s of lerobot start-up
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.cli import main
 from pipeline.pusht.features import pusht_features
 from sim_model.data.formats.lerobot_writer import export_lerobot
 from sim_model.data.store import EpisodeStore
@@ -24,6 +26,7 @@ from tests.fixtures.store import make_pusht_episode
 pytestmark = pytest.mark.slow
 REPO = "iws/train_tiny"
 REPO_ENV = "iws/pusht_env_tiny"
+REPO_SWEEP = "iws/sweep_tiny"
 COMMON = ["--steps=10", "--batch_size=2", "--num_workers=0", "--log_freq=5", "--eval_freq=0",
           "--save_checkpoint=false", "--wandb.enable=false", "--policy.device=cpu",
           "--policy.push_to_hub=false"]
@@ -61,6 +64,20 @@ def pusht_env_dataset(tmp_path_factory) -> Path:
                           camera_keys={"top": "observation.image"})
 
 
+@pytest.fixture(scope="module")
+def sweep_dataset(tmp_path_factory) -> Path:
+    """Real sweep play (`iws collect sweep`) at 32x32: cameras top and side, 4-D action and state."""
+    store = tmp_path_factory.mktemp("sweep") / "play.zarr"
+    assert main(["collect", "sweep", "--episodes", "3", "--steps", "20", "--resolution", "32",
+                 "--workers", "1", "--out", str(store), "--no-progress"]) == 0
+    return export_lerobot(store, tmp_path_factory.mktemp("lr_sweep") / "sweep", repo_id=REPO_SWEEP)
+
+
+def _with_checkpoint(args: list[str]) -> list[str]:
+    """COMMON-style arguments that save the final checkpoint (its config names the inputs)."""
+    return ["--save_checkpoint=true" if a == "--save_checkpoint=false" else a for a in args]
+
+
 def _lerobot(script: str, *args: str) -> str:
     """Run a lerobot console script offline; its log, after asserting it succeeded."""
     command = [str(Path(sys.executable).with_name(script)), *args]
@@ -84,11 +101,25 @@ def test_lerobot_train_runs(dataset, tmp_path, policy):
     assert len(losses) == 2 and all(math.isfinite(x) for x in losses), losses
 
 
+def test_act_trains_on_the_two_camera_sweep_export(sweep_dataset, tmp_path):
+    """Both views are image inputs of the policy, and it predicts the two arms' 4-D action."""
+    log = _lerobot("lerobot-train", f"--dataset.repo_id={REPO_SWEEP}",
+                   f"--dataset.root={sweep_dataset}", "--policy.type=act",
+                   f"--output_dir={tmp_path / 'run'}", *_with_checkpoint(COMMON), *POLICIES["act"])
+    losses = [float(x) for x in re.findall(r"step:\d+ .*?loss:([-\d.e+na]+)", log)]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses), losses
+    config = json.loads((tmp_path / "run/checkpoints/last/pretrained_model/config.json").read_text())
+    inputs = config["input_features"]
+    assert set(inputs) == {"observation.images.top", "observation.images.side", "observation.state"}
+    assert inputs["observation.images.side"]["shape"] == [3, 32, 32]
+    assert inputs["observation.state"]["shape"] == [4]
+    assert config["output_features"]["action"]["shape"] == [4]
+
+
 def test_policy_trained_on_the_export_runs_in_lerobot_eval_pusht(pusht_env_dataset, tmp_path):
     """collect -> export --camera-key observation.image -> lerobot-train -> lerobot-eval in
     gym-pusht, with no rename: the policy's image input is the key the environment feeds."""
-    train = [*COMMON, "--steps=4"]
-    train[train.index("--save_checkpoint=false")] = "--save_checkpoint=true"
+    train = _with_checkpoint([*COMMON, "--steps=4"])
     _lerobot("lerobot-train", f"--dataset.repo_id={REPO_ENV}", f"--dataset.root={pusht_env_dataset}",
              "--policy.type=act", f"--output_dir={tmp_path / 'run'}", *train, *POLICIES["act"])
     policy = tmp_path / "run/checkpoints/last/pretrained_model"
