@@ -15,9 +15,13 @@ log = logging.getLogger(__name__)
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "teleop", help="drive the world model from a browser page and record demonstrations",
-        description="Serve a page showing the world model live; keyboard (arrows/WASD) or gamepad "
-        "move the action; recordings are saved to an episode store. The address printed at start "
-        "carries this launch's secret token: only it opens the page. See docs/teleop.md.")
+        description="Serve a page showing the world model live, every camera side by side; "
+        "keyboard or gamepad move the action; recordings are saved to an episode store. Default "
+        "keys: a 2-D action (PushT) moves with the arrows or WASD and the left stick; a 4-D "
+        "action (two arms, e.g. sweep's x0 y0 x1 y1) moves the first arm with WASD and the left "
+        "stick, the second with the arrows or IJKL and the right stick; Shift for fine moves, "
+        "Space to record. The page's Controls panel lists the keys in use. The address printed "
+        "at start carries this launch's secret token: only it opens the page. See docs/teleop.md.")
     parser.add_argument("--model", default="pusht",
                         help="checkpoint directory or bundled model name (default: pusht)")
     parser.add_argument("--init", required=True, metavar="DATASET[:EPISODE]",
@@ -36,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="sim steps per second (default: the model's fps)")
     parser.add_argument("--mapping", metavar="FILE",
                         help="YAML key/gamepad mapping (default: teleop.yaml beside the checkpoint, "
-                        "else arrows/WASD + left stick)")
+                        "else the default keys above)")
     parser.add_argument("--task", default="", help="task text stored with every recording")
     parser.add_argument("--max-steps", type=int,
                         help="stop and save a recording automatically after this many steps")

@@ -3,7 +3,9 @@
 A mapping turns what the operator holds (keys, stick deflection) into a *velocity* of each
 mapped action dimension; the sim loop integrates it once per control step and clips the
 result to FeatureSpec.action_low/high. For PushT that makes the action a 2-D position target
-that the arrow keys, WASD or the left stick push around, as in gym-pusht's own teleop.
+that the arrow keys, WASD or the left stick push around, as in gym-pusht's own teleop; for two
+arms (sweep's 4-D x0 y0 x1 y1) WASD and the left stick move the first arm's target, the arrows,
+IJKL and the right stick the second's.
 
 The mapping is read from, in order: `--mapping FILE`, `teleop.yaml` beside the checkpoint,
 or a default built from the FeatureSpec (see `default_mapping`).
@@ -189,23 +191,32 @@ class ActionMapper:
         }
 
 
-# Second pair of dims for 3-4 D actions; beyond four, write a mapping file.
-_DEFAULT_KEYS = [
+# (plus keys, minus keys, gamepad axis) per action dimension. A single 2-D target (PushT) takes
+# the arrows and WASD alike. With a second pair of dims (two arms: sweep's x0 y0 x1 y1) each
+# hand gets its own arm: WASD + left stick drive dims 0-1, the arrows or IJKL + right stick
+# dims 2-3. Beyond four dims, write a mapping file.
+_ONE_PAIR_KEYS = [
     (["ArrowRight", "d"], ["ArrowLeft", "a"], 0),
     (["ArrowDown", "s"], ["ArrowUp", "w"], 1),
-    (["l"], ["j"], 2),
-    (["k"], ["i"], 3),
+]
+_TWO_PAIR_KEYS = [
+    (["d"], ["a"], 0),
+    (["s"], ["w"], 1),
+    (["ArrowRight", "l"], ["ArrowLeft", "j"], 2),
+    (["ArrowDown", "k"], ["ArrowUp", "i"], 3),
 ]
 
 
 def default_mapping(features: FeatureSpec) -> ActionMapping:
-    """Arrows/WASD + left stick on dims 0-1, IJKL + right stick on dims 2-3.
+    """Up to 2-D: arrows/WASD + left stick. 3-4 D (two arms): WASD + left stick on dims 0-1,
+    arrows/IJKL + right stick on dims 2-3.
 
-    Dim 1 grows with ArrowDown, matching image coordinates (PushT's y target points down).
+    Dims 1 and 3 grow with S/ArrowDown/K, matching image coordinates (y targets point down).
     Actions named ('x', 'y') with bounds get a crosshair on the first camera.
     """
+    keys = _ONE_PAIR_KEYS if features.action_dim <= 2 else _TWO_PAIR_KEYS
     axes = [AxisMapping(dim=i, plus=plus, minus=minus, gamepad_axis=axis)
-            for i, (plus, minus, axis) in enumerate(_DEFAULT_KEYS[: features.action_dim])]
+            for i, (plus, minus, axis) in enumerate(keys[: features.action_dim])]
     cursor = None
     if (features.action_names is not None and tuple(features.action_names[:2]) == ("x", "y")
             and features.action_low is not None and features.action_high is not None):

@@ -127,3 +127,29 @@ def test_unbounded_action_needs_explicit_speed() -> None:
     mapper = ActionMapper(mapping, features)
     np.testing.assert_allclose(mapper.advance(np.zeros(3), held("KeyL"), 1.0), [0, 0, 0.5])
     assert mapper.legend()["cursor"] is None
+
+
+def test_default_two_arm_mapping_gives_each_hand_an_arm() -> None:
+    """4-D sweep actions (x0, y0, x1, y1): WASD + left stick move the first pusher's target,
+    the arrows or IJKL + right stick the second's; both at once move both."""
+    from pipeline.sweep.features import sweep_features
+
+    features = sweep_features(resolution=96)
+    mapper = resolve_mapping(features)
+    step = 0.4 * (features.action_high[0] - features.action_low[0]) * DT
+    start = np.full(4, 256.0, np.float32)
+    moves = {("KeyD",): [1, 0, 0, 0], ("KeyS",): [0, 1, 0, 0], ("KeyW",): [0, -1, 0, 0],
+             ("ArrowRight",): [0, 0, 1, 0], ("KeyL",): [0, 0, 1, 0], ("ArrowLeft",): [0, 0, -1, 0],
+             ("ArrowDown",): [0, 0, 0, 1], ("KeyI",): [0, 0, 0, -1],
+             ("KeyA", "ArrowUp"): [-1, 0, 0, -1]}
+    for keys, direction in moves.items():
+        np.testing.assert_allclose(mapper.advance(start, held(*keys), DT),
+                                   start + step * np.array(direction), rtol=1e-6, err_msg=str(keys))
+    speed = step / DT
+    np.testing.assert_allclose(mapper.velocity(held(axes=(1.0, 0, 0, -1.0))), [speed, 0, 0, -speed],
+                               rtol=1e-6)  # left stick right, right stick up
+    legend = mapper.legend()
+    assert [(a["name"], a["plus"], a["minus"]) for a in legend["axes"]] == [
+        ("x0", ["d"], ["a"]), ("y0", ["s"], ["w"]),
+        ("x1", ["ArrowRight", "l"], ["ArrowLeft", "j"]), ("y1", ["ArrowDown", "k"], ["ArrowUp", "i"])]
+    assert legend["cursor"] is None  # no x/y target: the pushers' targets are not drawn

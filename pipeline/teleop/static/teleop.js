@@ -82,8 +82,12 @@ function buildViews(cameras) {
   const box = $("views");
   box.innerHTML = "";
   ui.views = {};
+  // One row of views (two arms' cameras side by side): up to 384 px a view, less when the
+  // window is too narrow for the row (the controls then wrap below it).
+  const room = (Math.max(window.innerWidth, 320) - 48) / cameras.length - 12;
+  const budget = Math.min(384, room);
   for (const cam of cameras) {
-    const scale = Math.max(1, Math.floor(384 / Math.max(cam.height, cam.width)));
+    const scale = Math.max(1, Math.floor(budget / Math.max(cam.height, cam.width)));
     const fig = document.createElement("figure");
     const canvas = document.createElement("canvas");
     canvas.width = cam.width * scale; canvas.height = cam.height * scale;
