@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from schemas import EpisodeMeta, SpecError
 from sim_model.data.formats.lerobot_features import from_lerobot_features, iws_name
 from sim_model.data.formats.source import ReaderBase
-from schemas import EpisodeMeta, SpecError
 
 log = logging.getLogger(__name__)
 SOURCE_TAG = "import:lerobot"

@@ -27,8 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sim_model.data.formats.stats import Stats, array_stats, image_stats, to_jsonable
 from sim_model.data.formats.lerobot_reader import column_numpy
+from sim_model.data.formats.stats import Stats, array_stats, image_stats, to_jsonable
 from sim_model.storage import atomic
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import zarr
 
+from schemas import CameraSpec, EpisodeMeta, ExtraSpec, FeatureSpec, SpecError
 from sim_model.data.formats.lerobot_features import iws_name
 from sim_model.data.formats.source import ReaderBase
-from schemas import CameraSpec, EpisodeMeta, ExtraSpec, FeatureSpec, SpecError
 
 SOURCE_TAG = "import:zarr-dp"
 

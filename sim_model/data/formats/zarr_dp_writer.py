@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from sim_model.data.formats.dataset import open_dataset
-from sim_model.data.formats.source import EpisodeSource
 from schemas import FeatureSpec, SpecError
 from sim_model import storage
+from sim_model.data.formats.dataset import open_dataset
+from sim_model.data.formats.source import EpisodeSource
 from sim_model.data.store_layout import IMAGE_COMPRESSOR, LOWDIM_COMPRESSOR, data_layout
 from sim_model.storage import atomic
 
