@@ -110,8 +110,8 @@ def policy_report(ref: str, model: WorldModel, specs: list[EpisodeSpec], args: a
 
     def in_model() -> list[SideScore]:
         policy = make_policy(ref, model.features, args.device)
-        return evaluate_in_model(model, policy, coarse_scorer(args.score_stride), specs, args.horizon,
-                                 args.batch_size, 0)[0]
+        return evaluate_in_model(model, policy, coarse_scorer(args.score_stride), specs, args.batch_size,
+                                 0)[0]
 
     def in_pusht() -> list[SideScore]:
         policy = make_policy(ref, model.features, args.device)

@@ -116,7 +116,7 @@ def collect_synthetic(path: Path, unfiltered_path: Path, model: WorldModel, real
         specs = specs_for("synthetic", [10_000 + i for i in index],
                           [starts[i % len(starts)] for i in index], horizon)
         started = time.perf_counter()
-        rollout = roll_world_model(model, PushTDemonstrator(model.features), specs, horizon)
+        rollout = roll_world_model(model, PushTDemonstrator(model.features), specs)
         for row, (attempt, spec) in enumerate(zip(index, specs, strict=True)):
             first = coverage_trace(rollout.frames[row, :, 0], stride=2).first_success
             end = horizon + 1 if first is None else first + 1

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from schemas import EpisodeMeta, EpisodeRecord, EpisodeSpec, JobSpec, SpecError
 from sim_model.data.episode import Episode
-from workers.actions import GroupActions, Observation, make_action_source
-from workers.init_frames import load_init
+from workers.actions import GroupActions, make_action_source
+from workers.closed_loop import ClosedLoopRollout, roll_closed_loop
 from workers.scoring import Scorer, import_scorer, score_episode
 from workers.writer import episode_features, read_commit, write_episode
 
@@ -28,10 +27,6 @@ if TYPE_CHECKING:
     from sim_model.world_model import WorldModel
 
 log = logging.getLogger(__name__)
-
-
-class GroupAbandoned(Exception):
-    """A rollout stopped on request before anything of its group was written."""
 
 
 def resolve_device(device: str) -> str:
@@ -44,13 +39,17 @@ def resolve_device(device: str) -> str:
 
 
 class WorldModelReplica:
-    """One model replica. `roll_json` maps a group to the records of its episodes."""
+    """One model replica. `roll_json` maps a group to the records of its episodes; it may be
+    called from two threads at once (the model is used by one at a time)."""
 
     def __init__(self, job: str, out: str, model: WorldModel | None = None,
                  scorer: Scorer | None = None) -> None:
         self.job = JobSpec.model_validate_json(job)
         self.out = out
-        self.abandon: Callable[[], bool] | None = None  # polled every step; True: GroupAbandoned
+        self.abandon: Callable[[], bool] | None = None  # polled every step; True: closed_loop.GroupAbandoned
+        # One rollout at a time; a group's writes run outside it, so a replica called with two
+        # groups at once (ray_exec.IN_FLIGHT) stores one while it rolls the next.
+        self.model_lock = threading.Lock()
         # A user error (bad checkpoint, policy, scorer) is reported as a value, not raised: Ray
         # wraps exceptions in its own types and keeps only their text.
         self.error = ""
@@ -101,12 +100,17 @@ class WorldModelReplica:
         if all(r is not None for r in existing):
             return [r for r in existing if r is not None]
         start = time.perf_counter()
-        frames, state, actions, labels = self.rollout(specs)
+        # The model and the action sources are shared by the replica's calls: roll and read the
+        # sources' labels under the lock; store (outside it) what that produced.
+        with self.model_lock:
+            policy = GroupActions(self.sources, self.wm.features.action_dim)
+            rollout = roll_closed_loop(self.wm, policy, specs, who="action source", abandon=self.abandon)
+            labels = [policy.describe(row) for row in range(len(specs))]
         records = []
         for row, spec in enumerate(specs):
             record = existing[row]
             if record is None:  # rolled again only to keep the batch identical; already stored
-                episode = self._episode(spec, row, frames, state, actions, labels[row])
+                episode = self._episode(spec, row, rollout, labels[row])
                 score, success = (None, None) if self.scorer is None else score_episode(self.scorer, episode)
                 record = write_episode(self.out, episode, spec.index, self.features, score=score,
                                        success=success)
@@ -115,47 +119,13 @@ class WorldModelReplica:
                   specs[-1].episode_id, len(specs), specs[0].horizon, time.perf_counter() - start)
         return records
 
-    def rollout(self, specs: list[EpisodeSpec]
-                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, list[str]]:
-        """Frames (B, T, V, H, W, 3) uint8, state (B, T, S) or None, actions (B, T, A), source labels.
-
-        Step t records the frame the policy saw and the action it took there (Diffusion Policy /
-        LeRobot convention), so T frames need T-1 model steps.
-        """
-        horizon = specs[0].horizon
-        frames0, state0 = load_init([s.init_ref for s in specs], self.wm.features)  # (B, V, H, W, 3)
-        self.wm.reset(frames0, state=state0, seeds=[s.seed for s in specs])
-        b = len(specs)
-        frames = np.empty((b, horizon, *frames0.shape[1:]), np.uint8)
-        actions = np.empty((b, horizon, self.wm.features.action_dim), np.float32)
-        state = np.empty((b, horizon, self.wm.features.state_dim), np.float32) if self.wm.has_state else None
-        frames[:, 0] = frames0
-        obs = Observation(frames0, state0)
-        driver = GroupActions(self.sources, self.wm.features.action_dim)
-        driver.reset(specs, obs)
-        for t in range(horizon):
-            actions[:, t] = driver.actions(t, obs)
-            if t == horizon - 1:
-                break
-            if self.abandon is not None and self.abandon():
-                raise GroupAbandoned(f"group {specs[0].episode_id}.. abandoned at step {t}")
-            res = self.wm.step(actions[:, t])
-            frames[:, t + 1] = res.frames
-            if state is not None and res.state is not None:
-                state[:, t + 1] = res.state
-            obs = Observation(res.frames, res.state)
-        if state is not None:
-            # Without a recorded initial state, the first predicted one stands in for it.
-            state[:, 0] = state0 if state0 is not None else state[:, min(1, horizon - 1)]
-        return frames, state, actions, [driver.describe(r) for r in range(b)]
-
-    def _episode(self, spec: EpisodeSpec, row: int, frames: np.ndarray, state: np.ndarray | None,
-                 actions: np.ndarray, label: str) -> Episode:
+    def _episode(self, spec: EpisodeSpec, row: int, rollout: ClosedLoopRollout, label: str) -> Episode:
         meta = EpisodeMeta(episode_id=spec.episode_id, length=spec.horizon, task=self.job.task,
                            source=label, seed=spec.seed, model_hash=self.wm.checkpoint_hash,
                            job_id=spec.job_id, fps=self.features.fps,
                            info={"index": spec.index, "init": spec.init_ref,
                                  "action_source": spec.action_source})
         cams = self.features.camera_names
-        return Episode(frames={c: frames[row, :, v] for v, c in enumerate(cams)}, action=actions[row],
-                       meta=meta, state=None if state is None else state[row])
+        return Episode(frames={c: rollout.frames[row, :, v] for v, c in enumerate(cams)},
+                       action=rollout.actions[row], meta=meta,
+                       state=None if rollout.state is None else rollout.state[row])

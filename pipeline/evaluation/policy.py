@@ -30,8 +30,8 @@ from pipeline.evaluation.policy_report import (
 from schemas import EpisodeMeta, EpisodeSpec, FeatureSpec, SpecError
 from sim_model.data.episode import Episode
 from sim_model.world_model import WorldModel
-from workers.actions.base import ActionSource, Observation, check_actions
-from workers.init_frames import load_init
+from workers.actions.base import ActionSource
+from workers.closed_loop import ClosedLoopRollout, roll_closed_loop
 from workers.scoring import Scorer, score_episode
 
 if TYPE_CHECKING:
@@ -56,42 +56,14 @@ def episode_specs(refs: Sequence[str], episodes: int, horizon: int, seed: int) -
             for i in range(episodes)]
 
 
-@dataclass
-class ModelRollout:
-    frames: np.ndarray  # (B, T+1, V, H, W, 3) uint8, frame 0 the initial one
-    state: np.ndarray | None  # (B, T+1, S) float32 predicted state (state 0 recorded, if known)
-    actions: np.ndarray  # (B, T+1, A) action chosen at each frame (the last is not applied)
-
-
 def roll_world_model(model: WorldModel, policy: ActionSource, specs: Sequence[EpisodeSpec],
-                     horizon: int, progress: Progress | None = None) -> ModelRollout:
-    """Roll one batch closed loop: the policy acts on each generated frame, the model steps."""
-    frames0, state0 = load_init([s.init_ref for s in specs], model.features)  # (B, V, H, W, 3)
-    model.reset(frames0, state=state0, seeds=[s.seed for s in specs])
-    b, f = len(specs), model.features
-    frames = np.empty((b, horizon + 1, *frames0.shape[1:]), np.uint8)
-    actions = np.empty((b, horizon + 1, f.action_dim), np.float32)
-    state = np.empty((b, horizon + 1, f.state_dim), np.float32) if model.has_state else None
-    frames[:, 0] = frames0
-    observation = Observation(frames0, state0)
-    policy.reset(specs, observation)
-    for t in range(horizon + 1):
-        actions[:, t] = check_actions(policy.actions(t, observation), b, f.action_dim, "policy")
-        if t == horizon:
-            break
-        result = model.step(actions[:, t])
-        frames[:, t + 1] = result.frames
-        if state is not None and result.state is not None:
-            state[:, t + 1] = result.state
-        observation = Observation(result.frames, result.state)
-        if progress is not None:
-            progress("world model", b)
-    if state is not None:
-        state[:, 0] = state0 if state0 is not None else state[:, min(1, horizon)]
-    return ModelRollout(frames, state, actions)
+                     progress: Progress | None = None) -> ClosedLoopRollout:
+    """Roll one batch closed loop (workers.closed_loop): the policy acts on each generated frame."""
+    on_step = None if progress is None else functools.partial(progress, "world model")
+    return roll_closed_loop(model, policy, specs, on_step=on_step)
 
 
-def as_episode(spec: EpisodeSpec, rollout: ModelRollout, row: int, features: FeatureSpec,
+def as_episode(spec: EpisodeSpec, rollout: ClosedLoopRollout, row: int, features: FeatureSpec,
                model_hash: str, source: str) -> Episode:
     meta = EpisodeMeta(episode_id=spec.episode_id, length=rollout.actions.shape[1], source=source,
                        seed=spec.seed, model_hash=model_hash, job_id=JOB_ID, fps=features.fps,
@@ -106,13 +78,13 @@ def _batches(specs: Sequence[EpisodeSpec], size: int) -> list[Sequence[EpisodeSp
 
 
 def evaluate_in_model(model: WorldModel, policy: ActionSource, scorer: Scorer,
-                      specs: Sequence[EpisodeSpec], horizon: int, batch_size: int, videos: int,
+                      specs: Sequence[EpisodeSpec], batch_size: int, videos: int,
                       progress: Progress | None = None) -> tuple[list[SideScore], list[np.ndarray]]:
     """Scores of every episode, and first-camera frames (T+1, H, W, 3) of the first `videos`."""
     scores: list[SideScore] = []
     kept: list[np.ndarray] = []
     for batch in _batches(specs, batch_size):
-        rollout = roll_world_model(model, policy, batch, horizon, progress)
+        rollout = roll_world_model(model, policy, batch, progress)
         for row, spec in enumerate(batch):
             episode = as_episode(spec, rollout, row, model.features, model.checkpoint_hash,
                                  policy.describe(row))
@@ -152,8 +124,8 @@ def evaluate_policy(model: WorldModel, policy: ActionSource, scorer: Scorer,
                     ground_truth: Task | None, seed: int, labels: Mapping[str, str],
                     progress: Progress | None = None) -> PolicyEvaluation:
     """Both sides, then the report; labels name the policy, model, init and scorer in it."""
-    model_scores, model_videos = evaluate_in_model(model, policy, scorer, specs, horizon,
-                                                   batch_size, videos, progress)
+    model_scores, model_videos = evaluate_in_model(model, policy, scorer, specs, batch_size, videos,
+                                                   progress)
     truth_scores, truth_videos = None, None
     if ground_truth is not None:
         tick = None if progress is None else functools.partial(progress, "ground truth")

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from sim_model.config import DynamicsConfig
+from sim_model.nn import sampler
 from sim_model.nn.blocks import (
     Downsample,
     ResBlock,
@@ -156,36 +157,22 @@ def next_latent(dyn: DynamicsNet, head: str, steps: int, z_prev: torch.Tensor, z
                 actions: torch.Tensor, context: list[KV], offsets: torch.Tensor,
                 noise: Callable[[], torch.Tensor]) -> torch.Tensor:
     """Unit-norm next latents (B, Tq, V, C, h, w): one regression pass, or `steps` flow steps
-    from noise() (a fresh (B, Tq, V, C, h, w) draw per call). The one sampler of training and
-    inference."""
+    from noise() (a fresh (B, Tq, V, C, h, w) draw per call) through sim_model.nn.sampler. The
+    one sampler of training and inference."""
     b, tq = z_prev.shape[:2]
     if head == "regression":
         ones = torch.ones(b, tq, device=z_prev.device)
         pred = dyn.predict(torch.zeros_like(z_prev), ones, z_prev, actions, context, offsets, z_prev2)
         return F.normalize(pred.float(), dim=-3)
-    z_hat = None
-    for t in flow_times(steps):
-        level = torch.full((b, tq), t, device=z_prev.device)
-        eps = noise()
-        x_t = eps if z_hat is None else noisy(z_hat, eps, level)
+
+    def denoise(x_t: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
         pred = dyn.predict(x_t, level, z_prev, actions, context, offsets, z_prev2)
-        z_hat = F.normalize(pred.float(), dim=-3)
-    assert z_hat is not None
-    return z_hat
+        return F.normalize(pred.float(), dim=-3)
+
+    return sampler.sample(denoise, noise, (b, tq), steps, z_prev.device)
 
 
 def previous(z: torch.Tensor) -> torch.Tensor:
     """Along time (dim 1), each frame's predecessor; the first frame stands in for its own."""
     return torch.cat([z[:, :1], z[:, :-1]], 1)
-
-
-def flow_times(steps: int) -> list[float]:
-    """Noise levels visited by few-step sampling: 1, then evenly spaced down (e.g. 1, 0.5)."""
-    return [1.0 - k / steps for k in range(steps)]
-
-
-def noisy(z: torch.Tensor, noise: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """Rectified-flow interpolation x_t = (1 - t) z + t noise; t broadcast from (B, T)."""
-    t = t.reshape(*t.shape, *([1] * (z.dim() - t.dim())))
-    return (1 - t) * z + t * noise
 

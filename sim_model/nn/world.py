@@ -10,8 +10,9 @@ from torch import nn
 from schemas import FeatureSpec
 from schemas.errors import SpecError
 from sim_model.config import ModelConfig
+from sim_model.nn import sampler
 from sim_model.nn.autoencoder import ConsistencyDecoder, Encoder, StateHead
-from sim_model.nn.dynamics import DynamicsNet, flow_times, noisy
+from sim_model.nn.dynamics import DynamicsNet
 
 NoiseFn = Callable[..., torch.Tensor]  # (*shape) -> (B, *shape) standard normal
 
@@ -56,13 +57,8 @@ class WorldModelNet(nn.Module):
         flat = z.flatten(0, 1)
         view = torch.arange(v, device=z.device).repeat(b)
         size = (3, flat.shape[-2] * 4, flat.shape[-1] * 4)
-        x0 = None
-        for t in flow_times(steps):
-            eps = noise(v, *size).flatten(0, 1)
-            x_t = eps if x0 is None else noisy(x0, eps, torch.full((b * v,), t, device=z.device))
-            tt = torch.full((b * v,), t, device=z.device)
-            x0 = self.decoder(x_t, tt, flat, view).float().clamp(-1, 1)
-        assert x0 is not None
+        x0 = sampler.sample(lambda x_t, t: self.decoder(x_t, t, flat, view).float().clamp(-1, 1),
+                            lambda: noise(v, *size).flatten(0, 1), (b * v,), steps, z.device)
         return x0.reshape(b, v, *size)
 
     def state(self, z: torch.Tensor) -> torch.Tensor | None:

@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from sim_model.nn.autoencoder import unit_norm
-from sim_model.nn.dynamics import noisy
+from sim_model.nn.sampler import noisy
 from sim_model.nn.world import WorldModelNet, to_images
 from sim_model.train.data import TrainingData
 from sim_model.train.state import TrainRNG

@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 
 from sim_model.config import DynamicsConfig
-from sim_model.nn.dynamics import next_latent, noisy, previous
+from sim_model.nn.dynamics import next_latent, previous
+from sim_model.nn.sampler import noisy
 from sim_model.nn.world import WorldModelNet, to_images
 from sim_model.normalize import Normalizer
 from sim_model.train.common import batch_images, decoder_times, psnr, save_grid
