@@ -5,6 +5,12 @@ DIR/model is a complete checkpoint for WorldModel.load / `iws generate`. Rerunni
 resumes from the stage's last checkpoint (kill it any time); a larger --steps continues a
 finished stage, e.g. on a GPU: `--device cuda`. `--init-from pusht` continues the bundled
 model in a fresh run directory (all weights, its normalisation and architecture).
+
+`--workers N` trains the stage on N data-parallel Ray Train workers (gloo on CPU, NCCL with
+--gpus-per-worker) on an embedded local Ray, or on a cluster with --address / RAY_ADDRESS. The
+global batch stays the stage's batch_size (each worker draws batch_size / N), rank 0 writes the
+checkpoints into --out (which every worker must see), and a lost worker restarts the group from
+the last checkpoint. Without --workers the stage trains in this process.
 """
 
 from __future__ import annotations
@@ -32,6 +38,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "e.g. 'pusht') instead of the run's previous stage: continue training a model")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--workers", type=int,
+                        help="data-parallel Ray Train workers (default: train in this process)")
+    parser.add_argument("--gpus-per-worker", type=float, default=0,
+                        help="GPUs per worker with --workers (default 0: CPU workers)")
+    parser.add_argument("--address", help="Ray cluster to train on with --workers (ray://HOST:10001 "
+                        "or auto; default RAY_ADDRESS, else an embedded local Ray)")
+    parser.add_argument("--data-shards", type=int, metavar="S",
+                        help="with --workers: draw each global batch as S equal shards (default: the "
+                        "stage's own, else --workers); any worker count dividing S trains the same")
+    parser.add_argument("--max-failures", type=int, default=3,
+                        help="with --workers: worker-group restarts from the last checkpoint (default 3)")
     parser.set_defaults(func=run)
 
 
@@ -45,6 +62,25 @@ def run(args: argparse.Namespace) -> int:
 
     if args.steps is not None and args.steps < 1:
         raise UserError(f"--steps must be at least 1, got {args.steps}.")
+    if args.workers is None:
+        for flag, value in (("--gpus-per-worker", args.gpus_per_worker), ("--address", args.address),
+                            ("--data-shards", args.data_shards)):
+            if value:
+                raise UserError(f"{flag} needs --workers N (Ray Train workers).")
+    else:
+        from pipeline.train_cluster import train_on_cluster
+
+        if args.device != "cpu":
+            raise UserError("with --workers the device follows --gpus-per-worker; drop --device.")
+        path = train_on_cluster(args.stage, args.data, args.out, workers=args.workers,
+                                gpus_per_worker=args.gpus_per_worker, threads=args.threads,
+                                address=args.address, data_shards=args.data_shards,
+                                max_failures=args.max_failures, config_file=args.config,
+                                preset=args.preset, steps=args.steps, progress=not args.no_progress,
+                                time_limit_s=None if args.time_limit is None else args.time_limit * 60,
+                                init_from=args.init_from)
+        logging.getLogger("iws.train").info("checkpoint: %s (WorldModel.load opens it)", path)
+        return 0
     if args.threads:
         torch.set_num_threads(args.threads)
     path = train_stage(args.stage, args.data, args.out, config_file=args.config, preset=args.preset,

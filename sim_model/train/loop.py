@@ -1,5 +1,6 @@
 """The optimisation loop shared by all stages: schedule, bf16 autocast, validation, samples,
-resumable checkpoints, progress bar, time limit."""
+resumable checkpoints, progress bar, time limit; alone or as one of several data-parallel
+workers (parallel.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -17,6 +19,7 @@ from tqdm import tqdm
 
 from sim_model.precision import autocast
 from sim_model.train.config import StageConfig
+from sim_model.train.parallel import Replica, agreed, broadcast_parameters, parallel_step
 from sim_model.train.state import TrainerState, TrainRNG, load_state, save_state
 
 log = logging.getLogger(__name__)
@@ -79,8 +82,11 @@ def learning_rate(cfg: StageConfig, step: int, progress: float) -> float:
 
 def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir: Path, *,
              seed: int, device: torch.device, bf16: bool, progress: bool = True,
-             time_limit_s: float | None = None) -> LoopResult:
-    """Train `task.params` to cfg.steps, resuming from stage_dir/state if it exists."""
+             time_limit_s: float | None = None, replica: Replica | None = None) -> LoopResult:
+    """Train `task.params` to cfg.steps, resuming from stage_dir/state if it exists. With a
+    `replica`, this process is one data-parallel worker: every worker resumes from the same
+    state and steps in lockstep; rank 0 alone writes state, metrics and samples."""
+    chief = replica is None or replica.is_chief
     optimizer = torch.optim.AdamW(task.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = TrainRNG.seeded(seed)
     state_dir = stage_dir / "state"
@@ -88,39 +94,57 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
     if (state_dir / "trainer.json").is_file():
         trainer = load_state(state_dir, net, optimizer, rng)
         log.info("%s: resuming at step %d from %s", task.name, trainer.step, state_dir)
-    if hardware(device) not in trainer.hardware:
-        trainer.hardware.append(hardware(device))
+    machine = hardware(device)
+    if replica is not None:
+        broadcast_parameters(net, replica)
+        trainer.extra["data_shards"] = replica.shards
+        machine = f"{replica.world_size} workers x {machine}"
+    if machine not in trainer.hardware:
+        trainer.hardware.append(machine)
     val: Logs = dict(trainer.extra.get("val", {}))
     resumed_at = float(trainer.extra.get("progress", 0.0))
     done = resumed_at
     started, session_start_wall = time.monotonic(), trainer.wall_time_s
-    bar = tqdm(total=cfg.steps, initial=trainer.step, desc=task.name, disable=not progress,
+    bar = tqdm(total=cfg.steps, initial=trainer.step, desc=task.name, disable=not (progress and chief),
                dynamic_ncols=True)
 
+    def elapsed() -> float:
+        """Seconds of this session; rank 0's on every worker when the time limit steers."""
+        seconds = time.monotonic() - started
+        return seconds if replica is None or time_limit_s is None else agreed(seconds, replica, device)
+
     def checkpoint() -> None:
+        if not chief:
+            return
         trainer.wall_time_s = session_start_wall + time.monotonic() - started
         trainer.extra["val"] = val
         trainer.extra["progress"] = done
         save_state(state_dir, net, optimizer, trainer, rng)
 
-    if trainer.step == 0:  # the starting point, so progress can be judged against it
+    if trainer.step == 0 and chief:  # the starting point, so progress can be judged against it
         val = _periodic(net, task, cfg, stage_dir, 0, device, bf16, val, {}, float("nan"), force_val=True)
     net.train()
     try:
         while trainer.step < cfg.steps:
-            done = session_progress(cfg, trainer.step, time.monotonic() - started, time_limit_s, resumed_at)
-            loss, logs = _step(task, cfg, optimizer, trainer.step, done, rng, device, bf16)
+            done = session_progress(cfg, trainer.step, elapsed(), time_limit_s, resumed_at)
+            if replica is None:
+                loss, logs = _step(task, cfg, optimizer, trainer.step, done, rng, device, bf16)
+            else:
+                loss, logs = parallel_step(partial(task.loss, trainer.step, done), task.params, optimizer,
+                                           learning_rate(cfg, trainer.step, done), cfg.grad_clip,
+                                           trainer.step, seed, replica, device, bf16, task.name)
             trainer.step += 1
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", **{k: f"{v:.3g}" for k, v in val.items() if k == "val_loss"})
-            val = _periodic(net, task, cfg, stage_dir, trainer.step, device, bf16, val, logs, loss)
-            out_of_time = time_limit_s is not None and time.monotonic() - started >= time_limit_s
+            if chief:
+                val = _periodic(net, task, cfg, stage_dir, trainer.step, device, bf16, val, logs, loss)
+            out_of_time = time_limit_s is not None and elapsed() >= time_limit_s
             if trainer.step % cfg.checkpoint_every == 0 or trainer.step == cfg.steps or out_of_time:
                 checkpoint()
             if out_of_time:
                 log.info("%s: time limit reached at step %d of %d; the stage's checkpoint is usable "
                          "now, and rerunning continues to %d", task.name, trainer.step, cfg.steps, cfg.steps)
-                if trainer.step % cfg.val_every:  # the exported model should carry a fresh score
+                if trainer.step % cfg.val_every and chief:  # the exported model should carry a fresh score
                     val = _periodic(net, task, cfg, stage_dir, trainer.step, device, bf16, val, logs,
                                     loss, force_val=True, force_sample=True)
                     checkpoint()

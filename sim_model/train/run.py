@@ -32,7 +32,8 @@ from sim_model.train.config import STAGES, Stage, TrainConfig, default_train_con
 from sim_model.train.data import TrainingData
 from sim_model.train.dynamics import dynamics_task
 from sim_model.train.finetune import finetune_task
-from sim_model.train.loop import StageTask, run_loop
+from sim_model.train.loop import LoopResult, StageTask, run_loop
+from sim_model.train.parallel import Replica, shard_config
 
 log = logging.getLogger(__name__)
 SOURCE = {"dynamics": "autoencoder", "decoder-finetune": "dynamics"}
@@ -81,14 +82,36 @@ def train_stage(stage: Stage, data_path: str | os.PathLike[str], out: str | os.P
     instead of the previous stage of this run, e.g. to continue training the bundled model on a
     GPU; the stage's own saved state still wins when it exists. Returns the exported checkpoint
     directory."""
+    cfg = stage_config(stage, out, config_file=config_file, preset=preset, device=device, steps=steps,
+                       init_from=init_from)
+    path = train_stage_worker(stage, data_path, out, cfg, device=device, progress=progress,
+                              time_limit_s=time_limit_s, init_from=init_from)
+    assert path is not None  # a single process is its own chief
+    return path
+
+
+def stage_config(stage: Stage, out: str | os.PathLike[str], *, config_file: str | None = None,
+                 preset: str | None = None, device: str = "cpu", steps: int | None = None,
+                 init_from: str | None = None) -> TrainConfig:
+    """Check the request and resolve (and store) the run's TrainConfig, before any training
+    process starts."""
     if stage not in STAGES:
         raise SpecError(f"unknown stage '{stage}'; choose one of {', '.join(STAGES)}.")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise SpecError("--device cuda was asked for but torch sees no CUDA device; use --device cpu.")
+    init_cfg = None if init_from is None else ckpt.read_config(ckpt.resolve(init_from))
+    return resolve_config(Path(out), config_file, preset, stage, steps, init_cfg)
+
+
+def train_stage_worker(stage: Stage, data_path: str | os.PathLike[str], out: str | os.PathLike[str],
+                       cfg: TrainConfig, *, device: str = "cpu", progress: bool = True,
+                       time_limit_s: float | None = None, init_from: str | None = None,
+                       replica: Replica | None = None) -> Path | None:
+    """Train one stage with a resolved config, alone or as one data-parallel worker (`replica`,
+    whose task is built for one shard's batch); the chief exports the checkpoint and returns its
+    directory, other workers return None."""
     out_dir = Path(out)
     init_dir = None if init_from is None else ckpt.resolve(init_from)
-    init_cfg = None if init_dir is None else ckpt.read_config(init_dir)
-    cfg = resolve_config(out_dir, config_file, preset, stage, steps, init_cfg)
     dev = torch.device(device)
     data = TrainingData.from_store(data_path)
     train_view, val_view = data.split(cfg.val_fraction, cfg.seed)
@@ -103,9 +126,22 @@ def train_stage(stage: Stage, data_path: str | os.PathLike[str], out: str | os.P
     stage_dir = out_dir / stage
     stage_dir.mkdir(parents=True, exist_ok=True)
     seed = cfg.seed + 1000 * STAGES.index(stage)
-    task = _task(stage, net, train_view, val_view, cfg, ckpt_cfg, dev, bf16, seed)
+    task_cfg = cfg if replica is None else cfg.model_copy(update={
+        stage.replace("-", "_"): shard_config(cfg.stage(stage), replica.shards)})
+    task = _task(stage, net, train_view, val_view, task_cfg, ckpt_cfg, dev, bf16, seed)
     result = run_loop(net, task, cfg.stage(stage), stage_dir, seed=seed, device=dev, bf16=bf16,
-                      progress=progress, time_limit_s=time_limit_s)
+                      progress=progress, time_limit_s=time_limit_s, replica=replica)
+    if replica is not None and not replica.is_chief:
+        return None
+    return _export(stage, out_dir, cfg, ckpt_cfg, net, result, data, data_path)
+
+
+def _export(stage: Stage, out_dir: Path, cfg: TrainConfig, ckpt_cfg: CheckpointConfig,
+            net: WorldModelNet, result: LoopResult, data: TrainingData,
+            data_path: str | os.PathLike[str]) -> Path:
+    """Write the stage's checkpoint (and, after dynamics, the run's complete model) with its
+    provenance; returns the directory WorldModel.load should open."""
+    stage_dir = out_dir / stage
     record = StageRecord(stage=stage, steps=result.trainer.step, wall_time_s=result.trainer.wall_time_s,
                          hardware=result.trainer.hardware, data_hash=data.data_hash(),
                          val_loss=result.val.get("val_loss"),
@@ -143,11 +179,7 @@ def _initial_model(stage: Stage, out: Path, cfg: TrainConfig, data: TrainingData
                                  None if data.states is None else data.states[rows.numpy()])
         return (CheckpointConfig(features=data.features, model=model_cfg, normalization=norm),
                 _seeded_net(model_cfg, data.features, cfg.seed))
-    source = out / SOURCE[stage] / "model"
-    if not (source / ckpt.WEIGHTS).is_file():
-        raise SpecError(f"stage '{stage}' starts from the finished '{SOURCE[stage]}' stage, but "
-                        f"{source} does not exist; run `iws train --stage {SOURCE[stage]} --out {out}` "
-                        "to the end first.")
+    source = previous_stage(stage, out)
     ckpt_cfg = ckpt.read_config(source)
     if ckpt_cfg.features != data.features:
         raise SpecError(f"the data's features differ from those {source} was trained on; train "
@@ -161,6 +193,16 @@ def _initial_model(stage: Stage, out: Path, cfg: TrainConfig, data: TrainingData
     ckpt.check_shapes(source, expected, tensors)
     net.load_state_dict(tensors, strict=False)
     return ckpt_cfg, net
+
+
+def previous_stage(stage: Stage, out: Path) -> Path:
+    """The finished checkpoint a later stage starts from; refused if it is not there yet."""
+    source = out / SOURCE[stage] / "model"
+    if not (source / ckpt.WEIGHTS).is_file():
+        raise SpecError(f"stage '{stage}' starts from the finished '{SOURCE[stage]}' stage, but "
+                        f"{source} does not exist; run `iws train --stage {SOURCE[stage]} --out {out}` "
+                        "to the end first.")
+    return source
 
 
 def _init_from(directory: Path, data: TrainingData, cfg: TrainConfig) -> tuple[CheckpointConfig, WorldModelNet]:

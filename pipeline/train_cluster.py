@@ -1,0 +1,144 @@
+"""`iws train --workers N`: one training stage on Ray Train's TorchTrainer, N data-parallel
+workers (gloo on CPU, NCCL on GPU).
+
+Every worker runs the single-process stage code (sim_model/train) with a `Replica`: it draws its
+own shards of each step's global batch, gradients are summed by one all-reduce, and rank 0
+writes the stage's state, metrics, samples and checkpoint into --out exactly as a single
+process does. So --out must be one directory every worker sees (this machine, or a shared
+filesystem on a cluster), and a later `iws train` with the same --out, any worker count,
+resumes it. When a worker or its node is lost, Ray Train restarts the group (FailureConfig)
+and every worker resumes from the last state rank 0 wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from schemas.errors import SpecError
+from sim_model.train.config import Stage, TrainConfig
+from sim_model.train.run import stage_config, train_stage_worker
+
+log = logging.getLogger(__name__)
+
+
+def train_on_cluster(stage: Stage, data_path: str, out: str | os.PathLike[str], *, workers: int,
+                     gpus_per_worker: float = 0, threads: int | None = None, address: str | None = None,
+                     data_shards: int | None = None, max_failures: int = 3, config_file: str | None = None,
+                     preset: str | None = None, steps: int | None = None,
+                     time_limit_s: float | None = None, init_from: str | None = None,
+                     progress: bool = True) -> Path:
+    """Train (or resume) one stage on `workers` Ray Train workers and return the exported
+    checkpoint directory. `data_shards` (default: what the stage was started with, else
+    `workers`) fixes how each step's batch is drawn, so any worker count dividing it trains
+    the same numbers."""
+    import ray
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    from pipeline.generate.ray_exec import connect
+
+    if workers < 1:
+        raise SpecError(f"--workers must be at least 1, got {workers}.")
+    out_dir = Path(out).resolve()  # every worker opens this same path
+    data = data_path if "://" in data_path else str(Path(data_path).resolve())
+    # The driver may have no GPU of its own: the workers check their device.
+    cfg = stage_config(stage, out_dir, config_file=config_file, preset=preset, steps=steps,
+                       init_from=init_from)
+    shards = _data_shards(out_dir, stage, cfg, workers, data_shards)
+    _preflight(stage, data, out_dir, init_from)
+    cpus = float(threads or 1)
+    started_ray = connect(address)
+    try:
+        _check_resources(ray.cluster_resources(), workers, cpus, gpus_per_worker)
+        setup: dict[str, Any] = {"stage": stage, "data": data, "out": str(out_dir),
+                                 "config": cfg.model_dump(mode="json"), "shards": shards,
+                                 "threads": threads or 1, "time_limit_s": time_limit_s,
+                                 "init_from": init_from, "progress": progress}
+        trainer = TorchTrainer(
+            _train_worker, train_loop_config=setup,
+            scaling_config=ScalingConfig(num_workers=workers, use_gpu=gpus_per_worker > 0,
+                                         resources_per_worker={"CPU": cpus, "GPU": gpus_per_worker}),
+            torch_config=TorchConfig(backend="nccl" if gpus_per_worker else "gloo"),
+            run_config=RunConfig(name=f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}",
+                                 storage_path=str(out_dir / "ray"),
+                                 failure_config=FailureConfig(max_failures=max_failures)))
+        log.info("%s: %d workers, %d data shards, global batch %d", stage, workers, shards,
+                 cfg.stage(stage).batch_size)
+        trainer.fit()  # raises when the run failed for good
+    finally:
+        if started_ray:
+            ray.shutdown()
+    return out_dir / "model" if stage != "autoencoder" else out_dir / stage / "model"
+
+
+def _data_shards(out_dir: Path, stage: Stage, cfg: TrainConfig, workers: int,
+                 requested: int | None) -> int:
+    """The stage's shard count: asked for, else what its saved state was trained with, else the
+    worker count; it must split the global batch evenly and be a multiple of the workers."""
+    state = out_dir / stage / "state" / "trainer.json"
+    stored = json.loads(state.read_text()).get("extra", {}).get("data_shards") if state.is_file() else None
+    shards = requested or stored or workers
+    if stored and shards != stored:
+        log.warning("%s was trained with %d data shards; continuing with %d changes how batches are "
+                    "drawn from here on", stage, stored, shards)
+    batch = cfg.stage(stage).batch_size
+    if batch % shards:
+        raise SpecError(f"the {stage} stage's global batch of {batch} cannot be split into {shards} "
+                        f"equal shards; use a --workers (or --data-shards) that divides {batch}, or set "
+                        f"{stage.replace('-', '_')}.batch_size in --config.")
+    if shards % workers:
+        raise SpecError(f"{stage} draws each batch as {shards} data shards, which {workers} workers "
+                        f"cannot share evenly; use --workers {_divisors(shards)} (or --data-shards).")
+    return shards
+
+
+def _preflight(stage: Stage, data: str, out_dir: Path, init_from: str | None) -> None:
+    """What a worker would refuse, refused here once instead of in every retried worker."""
+    from sim_model.data.store import EpisodeStore
+    from sim_model.train.run import SOURCE, previous_stage
+
+    if len(EpisodeStore.open(data, mode="r")) == 0:
+        raise SpecError(f"the episode store at {data} holds no complete episodes; collect data "
+                        "first (e.g. `iws collect`).")
+    if init_from is None and stage in SOURCE:
+        previous_stage(stage, out_dir)
+
+
+def _divisors(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+
+
+def _check_resources(available: dict[str, float], workers: int, cpus: float, gpus: float) -> None:
+    """Refuse a worker group the cluster can never place, rather than wait for it forever."""
+    have_cpus, have_gpus = available.get("CPU", 0.0), available.get("GPU", 0.0)
+    if workers * cpus > have_cpus:
+        raise SpecError(f"--workers {workers} needs {workers * cpus:g} CPUs ({cpus:g} each, --threads) "
+                        f"but the Ray cluster has {have_cpus:g}; lower --workers or --threads, or add "
+                        "nodes.")
+    if workers * gpus > have_gpus:
+        raise SpecError(f"--workers {workers} with --gpus-per-worker {gpus:g} needs {workers * gpus:g} "
+                        f"GPUs but the Ray cluster has {have_gpus:g}; lower --workers or "
+                        "--gpus-per-worker.")
+
+
+def _train_worker(setup: dict[str, Any]) -> None:
+    """One Ray Train worker: its rank, device and threads, then the stage code."""
+    import ray.train
+    import torch
+    from ray.train.torch import get_device
+
+    from sim_model.train.parallel import Replica
+
+    torch.set_num_threads(setup["threads"])
+    context = ray.train.get_context()
+    replica = Replica(rank=context.get_world_rank(), world_size=context.get_world_size(),
+                      shards=setup["shards"])
+    device = get_device()
+    train_stage_worker(setup["stage"], setup["data"], setup["out"], TrainConfig.model_validate(setup["config"]),
+                       device=str(device), progress=setup["progress"], time_limit_s=setup["time_limit_s"],
+                       init_from=setup["init_from"], replica=replica)
