@@ -32,11 +32,10 @@ Logs = dict[str, float]
 
 @dataclass
 class StepTimes:
-    """Seconds spent in the parts of the steps so far (for benchmarks)."""
+    """Seconds each step of this session spent in its parts (for benchmarks)."""
 
-    compute_s: float = 0.0  # drawing the batch, forward and backward of every local shard
-    all_reduce_s: float = 0.0
-    steps: int = 0
+    compute_s: list[float] = field(default_factory=list)  # drawing, forward, backward of the shards
+    all_reduce_s: list[float] = field(default_factory=list)  # includes waiting for slower workers
 
 
 @dataclass
@@ -98,9 +97,8 @@ def parallel_step(loss_fn: Callable[[TrainRNG], tuple[torch.Tensor, Logs]],
         scaled.backward()
     synced = time.perf_counter()
     total = _all_reduce_sum(params, total, replica, device)
-    replica.times.compute_s += synced - started
-    replica.times.all_reduce_s += time.perf_counter() - synced
-    replica.times.steps += 1
+    replica.times.compute_s.append(synced - started)
+    replica.times.all_reduce_s.append(time.perf_counter() - synced)
     if not math.isfinite(total):  # after the all-reduce, so that every worker stops together
         raise FloatingPointError(f"{name}: loss became {total} at step {step}; lower the "
                                  "learning rate (--config) and resume.")
