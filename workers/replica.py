@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -39,17 +38,13 @@ def resolve_device(device: str) -> str:
 
 
 class WorldModelReplica:
-    """One model replica. `roll_json` maps a group to the records of its episodes; it may be
-    called from two threads at once (the model is used by one at a time)."""
+    """One model replica. `roll_json` maps a group to the records of its episodes."""
 
     def __init__(self, job: str, out: str, model: WorldModel | None = None,
                  scorer: Scorer | None = None) -> None:
         self.job = JobSpec.model_validate_json(job)
         self.out = out
         self.abandon: Callable[[], bool] | None = None  # polled every step; True: closed_loop.GroupAbandoned
-        # One rollout at a time; a group's writes run outside it, so a replica called with two
-        # groups at once (ray_exec.IN_FLIGHT) stores one while it rolls the next.
-        self.model_lock = threading.Lock()
         # A user error (bad checkpoint, policy, scorer) is reported as a value, not raised: Ray
         # wraps exceptions in its own types and keeps only their text.
         self.error = ""
@@ -100,17 +95,13 @@ class WorldModelReplica:
         if all(r is not None for r in existing):
             return [r for r in existing if r is not None]
         start = time.perf_counter()
-        # The model and the action sources are shared by the replica's calls: roll and read the
-        # sources' labels under the lock; store (outside it) what that produced.
-        with self.model_lock:
-            policy = GroupActions(self.sources, self.wm.features.action_dim)
-            rollout = roll_closed_loop(self.wm, policy, specs, who="action source", abandon=self.abandon)
-            labels = [policy.describe(row) for row in range(len(specs))]
+        policy = GroupActions(self.sources, self.wm.features.action_dim)
+        rollout = roll_closed_loop(self.wm, policy, specs, who="action source", abandon=self.abandon)
         records = []
         for row, spec in enumerate(specs):
             record = existing[row]
             if record is None:  # rolled again only to keep the batch identical; already stored
-                episode = self._episode(spec, row, rollout, labels[row])
+                episode = self._episode(spec, row, rollout, policy.describe(row))
                 score, success = (None, None) if self.scorer is None else score_episode(self.scorer, episode)
                 record = write_episode(self.out, episode, spec.index, self.features, score=score,
                                        success=success)

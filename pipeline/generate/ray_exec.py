@@ -13,10 +13,9 @@ an error line on every run (ray-project/ray#57733). Resume rests on our commit m
 While an embedded Ray starts (6-14 s on a small machine) the driver, which loaded the model in
 preflight, rolls groups itself until the first replica is ready; see `LeadReplica`.
 
-Each replica is given up to IN_FLIGHT groups at once (a threaded actor): while one group's
-episodes are stored and committed, the next one rolls, so the model does not wait for the disk or
-S3. The second group goes out only while the queue holds at least one group per replica, so that
-the last groups are not queued behind a busy replica while another one is idle.
+A replica takes one group at a time. Two at once (a threaded actor storing one group while the
+next rolls) was measured twice on the 2-core machine and gained nothing there
+(benchmarks/results/generate.md); it may pay on GPU replicas, whose CPU is idle while they roll.
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 WAIT_S = 0.1  # how often the loop looks at the lead replica between Ray results
-IN_FLIGHT = 2  # groups handed to one replica at once: one rolls while the other is written
 
 
 def connect(address: str | None) -> bool:
@@ -188,20 +186,13 @@ def _dispatch(spec: JobSpec, queue: collections.deque[list[EpisodeSpec]], lead: 
     from workers.replica import WorldModelReplica
 
     actor = ray.remote(WorldModelReplica).options(
-        num_cpus=spec.resources.num_cpus, num_gpus=spec.resources.num_gpus, max_concurrency=IN_FLIGHT,
-        max_restarts=-1, max_task_retries=-1)  # a killed replica restarts and reruns its groups
+        num_cpus=spec.resources.num_cpus, num_gpus=spec.resources.num_gpus,
+        max_restarts=-1, max_task_retries=-1)  # a killed replica restarts and reruns its group
     count = min(spec.replicas, len(queue))
     job = spec.model_dump_json()
     replicas: list[Any] = [actor.remote(job, spec.output.path, None, scorer)  # handles
                            for _ in range(count)]
     running: dict[Any, Any] = {r.ready.remote(): r for r in replicas}  # ref -> replica
-    given = collections.Counter[Any]()  # groups each replica holds now
-
-    def feed(replica: Any) -> None:
-        while queue and given[replica] < (IN_FLIGHT if len(queue) >= count else 1):
-            running[replica.roll_json.remote(_group_json(queue.popleft()))] = replica
-            given[replica] += 1
-
     while running or (lead is not None and (lead.busy or lead.done)):
         leading = lead is not None and lead.busy
         if running:
@@ -224,6 +215,6 @@ def _dispatch(spec: JobSpec, queue: collections.deque[list[EpisodeSpec]], lead: 
                 if lead is not None:
                     lead.stop.set()  # a replica is up: the driver stops taking groups
             else:
-                given[replica] -= 1
                 _deliver(result, on_record)
-            feed(replica)
+            if queue:
+                running[replica.roll_json.remote(_group_json(queue.popleft()))] = replica

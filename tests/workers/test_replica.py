@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -76,20 +75,6 @@ def test_a_rerolled_group_is_byte_identical_and_committed_work_is_kept(replica_j
     records, error = replica.roll_json(batches[1][0].model_dump_json().join("[]"))
     assert error == "" and [EpisodeRecord.model_validate_json(r).episode_id for r in records] == \
         [batches[1][0].episode_id]
-
-
-def test_two_groups_at_once_on_one_replica_give_the_episodes_of_one_at_a_time(
-        replica_job, tmp_path: Path) -> None:
-    """The Ray actor takes two calls at once (ray_exec.IN_FLIGHT): one group is written while
-    the other rolls. The model is shared, so the episodes must not depend on the overlap."""
-    replica, batches = replica_job
-    with ThreadPoolExecutor(2) as pool:
-        together = [r for rs in pool.map(replica.roll_group, batches[:2]) for r in rs]
-    alone = WorldModelReplica(replica.job.model_dump_json(), str(tmp_path / "alone"))
-    one_by_one = [r for g in batches[:2] for r in alone.roll_group(g)]
-    assert [(r.episode_id, r.checksum, r.source) for r in together] == \
-        [(r.episode_id, r.checksum, r.source) for r in one_by_one]
-    assert set(committed_records(replica.out)) == {r.episode_id for r in together}
 
 
 def test_writer_clears_leftovers_of_killed_writers(replica_job) -> None:
