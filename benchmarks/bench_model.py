@@ -1,5 +1,5 @@
 """Frames per second of WorldModel.step per preset, batch size and precision, with parameter
-counts and FLOPs per frame (torch.utils.flop_counter).
+counts, FLOPs per step (torch.utils.flop_counter) and the fraction of the device's limit.
 
     .venv/bin/python benchmarks/bench_model.py                       # all presets, table to stdout
     .venv/bin/python benchmarks/bench_model.py --presets small --batches 1 --write
@@ -8,6 +8,11 @@ Each step is one frame per batch row: dynamics (context pass + flow step(s)) + d
 head. Configurations whose batch-1 time predicts more than --max-step seconds per step are
 skipped. Wall-clock FPS is what a user sees; CPU FPS (process time) shows the cost without
 other processes' interference on a shared machine.
+
+The limit is a plain square matmul in the same precision, measured in this process with the
+same thread count at the start of the run (and again at the end, to show drift): "% of limit"
+is achieved GFLOP/s over that rate, wall over wall and CPU time over CPU time, so the ratio
+holds on a shared machine whose absolute speed moves from minute to minute.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import os
 import platform
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,11 +47,41 @@ def parameter_counts(wm: WorldModel) -> dict[str, float]:
     return counts
 
 
-def flops_per_frame(wm: WorldModel, size: int) -> float:
-    """FLOPs of one step at batch 1 (dynamics + decode + state head)."""
-    wm.reset(np.zeros((1, size, size, 3), np.uint8), seeds=[0])
+@dataclass
+class Rate:
+    """A throughput in FLOP/s, by wall clock and by this process's CPU time."""
+
+    wall: float
+    cpu: float
+
+
+def matmul_rate(precision: str, device: torch.device, seconds: float = 1.0) -> Rate:
+    """FLOP/s of an n x n matmul (n = 1024 on CPU, 8192 on CUDA), the best of repeated timings:
+    the dense-compute rate this device reaches in this process at this thread count."""
+    n = 8192 if device.type == "cuda" else 1024
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
+    best_wall = best_cpu = float("inf")
+    deadline = time.perf_counter() + seconds
+    for i in range(1000):
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        torch.mm(a, b)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if i:  # the first call pays one-off set-up
+            best_wall = min(best_wall, time.perf_counter() - wall0)
+            best_cpu = min(best_cpu, max(time.process_time() - cpu0, 1e-9))
+        if i >= 3 and time.perf_counter() > deadline:
+            break
+    return Rate(2 * n**3 / best_wall, 2 * n**3 / best_cpu)
+
+
+def step_flops(wm: WorldModel, batch: int, size: int) -> float:
+    """FLOPs of one step of `batch` rows (dynamics + decode + state head): matmuls and convs,
+    as torch.utils.flop_counter counts them."""
+    wm.reset(np.zeros((batch, size, size, 3), np.uint8), seeds=list(range(batch)))
     with FlopCounterMode(display=False) as counter:
-        wm.step(np.full((1, 2), 256.0, np.float32))
+        wm.step(np.full((batch, 2), 256.0, np.float32))
     return float(counter.get_total_flops())
 
 
@@ -63,35 +99,47 @@ def time_steps(wm: WorldModel, batch: int, size: int, seconds: float) -> tuple[f
     return (time.perf_counter() - wall0) / steps, (time.process_time() - cpu0) / steps, steps
 
 
-def run(args: argparse.Namespace) -> list[str]:
+def run(args: argparse.Namespace, limits: dict[str, Rate]) -> list[str]:
     features = pusht_features(args.resolution)
     rows = ["| preset | params (M) enc/dec/dyn/total | GFLOP/frame | precision | batch | "
-            "FPS (wall) | FPS (CPU time) | ms/step (wall) |",
-            "|---|---|---|---|---|---|---|---|"]
+            "FPS (wall) | FPS (CPU time) | ms/step (wall) | GFLOP/s (wall) | % of limit (wall) | "
+            "% of limit (CPU time) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for preset in args.presets:
         # a preset name (random weights) or a checkpoint (a directory or a bundled name)
         base = (WorldModel.random(features, preset, precision="fp32") if preset in PRESETS
                 else WorldModel.load(preset, precision="fp32"))
         p = parameter_counts(base)
-        gflop = flops_per_frame(base, args.resolution) / 1e9
         params = f"{p['encoder']:.2f}/{p['decoder']:.2f}/{p['dynamics']:.2f}/{p['total']:.2f}"
+        flops: dict[int, float] = {}  # per batch size; the same in every precision
         for precision in args.precisions:
             wm = WorldModel(base.net, base.config, "cpu", precision)
+            limit = limits[precision]
             batch1 = None
             for batch in args.batches:
                 if batch1 is not None and batch1 * batch > args.max_step:
-                    rows.append(f"| {preset} | {params} | {gflop:.2f} | {precision} | {batch} | "
-                                f"skipped (~{batch1 * batch:.0f} s/step) | | |")
+                    rows.append(f"| {preset} | {params} | | {precision} | {batch} | "
+                                f"skipped (~{batch1 * batch:.0f} s/step) | | | | | |")
                     continue
+                if batch not in flops:
+                    flops[batch] = step_flops(wm, batch, args.resolution)
                 wall, cpu, steps = time_steps(wm, batch, args.resolution, args.seconds)
                 batch1 = batch1 or wall / batch
-                rows.append(f"| {preset} | {params} | {gflop:.2f} | {precision} | {batch} | "
-                            f"{batch / wall:.1f} | {batch / cpu:.1f} | {wall * 1e3:.1f} |")
+                rows.append(f"| {preset} | {params} | {flops[batch] / batch / 1e9:.2f} | {precision} | "
+                            f"{batch} | {batch / wall:.1f} | {batch / cpu:.1f} | {wall * 1e3:.1f} | "
+                            f"{flops[batch] / wall / 1e9:.0f} | {100 * flops[batch] / wall / limit.wall:.0f}% | "
+                            f"{100 * flops[batch] / cpu / limit.cpu:.0f}% |")
                 print(rows[-1], flush=True)
     return rows
 
 
-def header(args: argparse.Namespace) -> list[str]:
+def describe_limits(limits: dict[str, Rate], when: str) -> str:
+    return f"- matmul limit {when}: " + "; ".join(
+        f"{precision} {rate.wall / 1e9:.0f} GFLOP/s wall, {rate.cpu / 1e9:.0f} CPU time"
+        for precision, rate in limits.items())
+
+
+def header(args: argparse.Namespace, limits: dict[str, Rate]) -> list[str]:
     cpu = platform.processor() or platform.machine()
     try:
         names = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line]
@@ -103,7 +151,8 @@ def header(args: argparse.Namespace) -> list[str]:
             f"- CPU: {cpu}; torch {torch.__version__}, {torch.get_num_threads()} threads",
             f"- load average when the run started: {load} (the machine is shared; CPU-time FPS "
             "shows the cost without the interference)",
-            f"- command: `python benchmarks/bench_model.py {' '.join(args.argv)}`", ""]
+            f"- command: `python benchmarks/bench_model.py {' '.join(args.argv)}`",
+            describe_limits(limits, "at the start (1024² matmul, same process and threads)")]
 
 
 def main() -> None:
@@ -121,8 +170,13 @@ def main() -> None:
     args.argv = sys.argv[1:]
     if args.threads:
         torch.set_num_threads(args.threads)
-    lines = header(args)
-    table = run(args)
+    device = torch.device("cpu")
+    limits = {precision: matmul_rate(precision, device) for precision in args.precisions}
+    lines = header(args, limits)
+    print("\n".join(lines), flush=True)
+    table = run(args, limits)
+    end = {precision: matmul_rate(precision, device) for precision in args.precisions}
+    lines += [describe_limits(end, "at the end"), ""]
     print("\n".join(lines + table))
     if args.write:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
