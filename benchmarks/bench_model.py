@@ -33,6 +33,7 @@ from pipeline.pusht.features import pusht_features
 from sim_model.world_model import WorldModel
 
 RESULTS = Path(__file__).parent / "results" / "model.md"
+PROFILE = Path(__file__).parent / "results" / "model_profile.md"
 
 
 PRESETS = ("tiny", "small", "paper")
@@ -97,6 +98,66 @@ def time_steps(wm: WorldModel, batch: int, size: int, seconds: float) -> tuple[f
         wm.step(actions)
         steps += 1
     return (time.perf_counter() - wall0) / steps, (time.process_time() - cpu0) / steps, steps
+
+
+def op_kind(name: str) -> str:
+    """The kind of work an aten op does, for the profile's share-of-time summary."""
+    if "conv" in name:
+        return "convolution"
+    if any(k in name for k in ("addmm", "aten::mm", "bmm", "dot_product", "einsum", "linear")):
+        return "matmul / attention"
+    if "norm" in name:
+        return "group/layer norm"
+    if any(k in name for k in ("copy", "to_copy", "empty", "cat", "stack", "normal_", "clone")):
+        return "copies, casts, allocation, noise"
+    return "pointwise and other"
+
+
+def profile_step(wm: WorldModel, batch: int, size: int, steps: int) -> list[str]:
+    """torch.profiler over `steps` steps: a markdown summary of self CPU time by kind of op and
+    the top ops, with aten calls per step (each costs dispatcher and Python time at batch 1)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    rng = np.random.default_rng(0)
+    wm.reset(rng.integers(0, 256, (batch, size, size, 3), dtype=np.uint8), seeds=list(range(batch)))
+    actions = rng.uniform(0, 512, (batch, 2)).astype(np.float32)
+    for _ in range(3):
+        wm.step(actions)
+    wall0 = time.perf_counter()
+    for _ in range(steps):
+        wm.step(actions)
+    plain_ms = (time.perf_counter() - wall0) / steps * 1e3
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            wm.step(actions)
+    events = [e for e in prof.key_averages() if e.key.startswith("aten::")]
+    total = sum(e.self_cpu_time_total for e in events)
+    kinds: dict[str, float] = {}
+    for e in events:
+        kinds[op_kind(e.key)] = kinds.get(op_kind(e.key), 0.0) + e.self_cpu_time_total
+    calls = sum(e.count for e in events) / steps
+    lines = [f"step {plain_ms:.1f} ms without the profiler; {calls:.0f} aten calls per step; "
+             f"ops' self time under the profiler {total / steps / 1e3:.1f} ms per step", "",
+             "| kind of op | share of op time |", "|---|---|"]
+    lines += [f"| {kind} | {100 * t / total:.0f}% |" for kind, t in sorted(kinds.items(), key=lambda kv: -kv[1])]
+    lines += ["", "| top ops (self CPU) | share | calls per step |", "|---|---|---|"]
+    for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:10]:
+        lines.append(f"| `{e.key}` | {100 * e.self_cpu_time_total / total:.1f}% | {e.count / steps:.0f} |")
+    return lines
+
+
+def run_profiles(args: argparse.Namespace) -> list[str]:
+    features = pusht_features(args.resolution)
+    lines = []
+    for preset in args.presets:
+        for precision in args.precisions:
+            wm = (WorldModel.random(features, preset, precision=precision) if preset in PRESETS
+                  else WorldModel.load(preset, precision=precision))
+            for batch in args.batches:
+                lines += [f"## {preset}, {precision}, batch {batch}", ""]
+                lines += profile_step(wm, batch, args.resolution, steps=max(3, 64 // batch)) + [""]
+                print("\n".join(lines[-20:]), flush=True)
+    return lines
 
 
 def run(args: argparse.Namespace, limits: dict[str, Rate]) -> list[str]:
@@ -165,11 +226,22 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="timing budget per configuration")
     parser.add_argument("--max-step", type=float, default=20.0, help="skip configs slower than this (s/step)")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
+    parser.add_argument("--profile", action="store_true",
+                        help=f"profile each configuration instead (torch.profiler; --write to {PROFILE})")
     parser.add_argument("--write", action="store_true", help=f"write the table to {RESULTS}")
     args = parser.parse_args()
     args.argv = sys.argv[1:]
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.profile:
+        lines = [f"# WorldModel.step profile ({args.resolution}x{args.resolution}, one camera)", "",
+                 f"- torch {torch.__version__}, {torch.get_num_threads()} threads; load average "
+                 + ", ".join(f"{x:.1f}" for x in os.getloadavg()),
+                 f"- command: `python benchmarks/bench_model.py {' '.join(args.argv)}`", ""]
+        lines += run_profiles(args)
+        if args.write:
+            write_atomic(PROFILE, lines)
+        return
     device = torch.device("cpu")
     limits = {precision: matmul_rate(precision, device) for precision in args.precisions}
     lines = header(args, limits)
@@ -179,10 +251,14 @@ def main() -> None:
     lines += [describe_limits(end, "at the end"), ""]
     print("\n".join(lines + table))
     if args.write:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        tmp = RESULTS.with_suffix(".tmp")
-        tmp.write_text("\n".join(lines + table) + "\n")
-        tmp.replace(RESULTS)
+        write_atomic(RESULTS, lines + table)
+
+
+def write_atomic(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
 
 
 if __name__ == "__main__":
