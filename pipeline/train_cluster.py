@@ -8,6 +8,11 @@ process does. So --out must be one directory every worker sees (this machine, or
 filesystem on a cluster), and a later `iws train` with the same --out, any worker count,
 resumes it. When a worker or its node is lost, Ray Train restarts the group (FailureConfig)
 and every worker resumes from the last state rank 0 wrote.
+
+With `storage` (a local path or s3://, one per run) the stage directory is also published there
+as a Ray Train checkpoint after every checkpoint, so --out need not be shared: each node's
+workers start from the newest published copy when theirs is older or missing, and the driver
+takes the finished stage (state, metrics, checkpoint) from it into its own --out.
 """
 
 from __future__ import annotations
@@ -15,29 +20,37 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from schemas.errors import SpecError
+from sim_model.storage.atomic import replace_dir, write_text
 from sim_model.train.config import Stage, TrainConfig
 from sim_model.train.run import stage_config, train_stage_worker
+
+if TYPE_CHECKING:
+    from ray.train import Checkpoint
 
 log = logging.getLogger(__name__)
 
 
 def train_on_cluster(stage: Stage, data_path: str, out: str | os.PathLike[str], *, workers: int,
                      gpus_per_worker: float = 0, threads: int | None = None, address: str | None = None,
-                     data_shards: int | None = None, max_failures: int = 3, config_file: str | None = None,
+                     data_shards: int | None = None, max_failures: int = 3, storage: str | None = None,
+                     config_file: str | None = None,
                      preset: str | None = None, steps: int | None = None,
                      time_limit_s: float | None = None, init_from: str | None = None,
                      progress: bool = True) -> Path:
     """Train (or resume) one stage on `workers` Ray Train workers and return the exported
     checkpoint directory. `data_shards` (default: what the stage was started with, else
     `workers`) fixes how each step's batch is drawn, so any worker count dividing it trains
-    the same numbers."""
+    the same numbers. `storage` (local or s3://) keeps Ray Train checkpoints of the stage for
+    workers that do not share --out."""
     import ray
-    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
     from pipeline.generate.ray_exec import connect
@@ -58,22 +71,30 @@ def train_on_cluster(stage: Stage, data_path: str, out: str | os.PathLike[str], 
         setup: dict[str, Any] = {"stage": stage, "data": data, "out": str(out_dir),
                                  "config": cfg.model_dump(mode="json"), "shards": shards,
                                  "threads": threads or 1, "time_limit_s": time_limit_s,
-                                 "init_from": init_from, "progress": progress}
+                                 "init_from": init_from, "progress": progress, "publish": storage is not None}
         trainer = TorchTrainer(
             _train_worker, train_loop_config=setup,
             scaling_config=ScalingConfig(num_workers=workers, use_gpu=gpus_per_worker > 0,
                                          resources_per_worker={"CPU": cpus, "GPU": gpus_per_worker}),
             torch_config=TorchConfig(backend="nccl" if gpus_per_worker else "gloo"),
-            run_config=RunConfig(name=f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}",
-                                 storage_path=str(out_dir / "ray"),
+            # With a storage the name is the stage's, so a later run finds its checkpoints there.
+            run_config=RunConfig(name=stage if storage else f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}",
+                                 storage_path=storage or str(out_dir / "ray"),
+                                 checkpoint_config=CheckpointConfig(num_to_keep=2),
                                  failure_config=FailureConfig(max_failures=max_failures)))
         log.info("%s: %d workers, %d data shards, global batch %d", stage, workers, shards,
                  cfg.stage(stage).batch_size)
-        trainer.fit()  # raises when the run failed for good
+        result = trainer.fit()  # raises when the run failed for good
+        if storage and result.checkpoint is not None:
+            take_published(result.checkpoint, out_dir / stage)
     finally:
         if started_ray:
             ray.shutdown()
-    return out_dir / "model" if stage != "autoencoder" else out_dir / stage / "model"
+    if stage == "autoencoder":
+        return out_dir / stage / "model"
+    if storage:  # rank 0 wrote OUT/model on its own machine; the driver's is the published one
+        replace_dir(out_dir / "model", partial(_copy_into, out_dir / stage / "model"))
+    return out_dir / "model"
 
 
 def _data_shards(out_dir: Path, stage: Stage, cfg: TrainConfig, workers: int,
@@ -126,10 +147,38 @@ def _check_resources(available: dict[str, float], workers: int, cpus: float, gpu
                         "--gpus-per-worker.")
 
 
+def _saved_step(stage_dir: Path) -> int:
+    state = stage_dir / "state" / "trainer.json"
+    return int(json.loads(state.read_text())["step"]) if state.is_file() else -1
+
+
+def _copy_into(source: Path, target: Path) -> None:
+    shutil.copytree(source, target, dirs_exist_ok=True)
+
+
+def take_published(checkpoint: Checkpoint, stage_dir: Path) -> None:
+    """Bring a published stage directory (state, metrics, exported checkpoint) into `stage_dir`
+    when it is further on than the local one, or as far and with an export the local one lacks."""
+    with checkpoint.as_directory() as directory:
+        published = Path(directory)
+        theirs, ours = _saved_step(published), _saved_step(stage_dir)
+        newer_export = (published / "model").is_dir() and not (stage_dir / "model").is_dir()
+        if theirs < ours or (theirs == ours and not newer_export):
+            return
+        log.info("taking the published %s state at step %d (local: %d)", stage_dir.name, theirs, ours)
+        for name in ("state", "model"):
+            if (published / name).is_dir():
+                replace_dir(stage_dir / name, partial(_copy_into, published / name))
+        if (published / "metrics.jsonl").is_file():
+            write_text(stage_dir / "metrics.jsonl", (published / "metrics.jsonl").read_text())
+
+
 def _train_worker(setup: dict[str, Any]) -> None:
     """One Ray Train worker: its rank, device and threads, then the stage code."""
     import ray.train
     import torch
+    import torch.distributed as dist
+    from ray.train import Checkpoint
     from ray.train.torch import get_device
 
     from sim_model.train.parallel import Replica
@@ -138,6 +187,22 @@ def _train_worker(setup: dict[str, Any]) -> None:
     context = ray.train.get_context()
     replica = Replica(rank=context.get_world_rank(), world_size=context.get_world_size(),
                       shards=setup["shards"])
+    stage_dir = Path(setup["out"]) / setup["stage"]
+    if setup["publish"]:
+        published = ray.train.get_checkpoint()
+        # One copy per node, one node at a time (nodes may share a filesystem).
+        for rank in range(replica.world_size):
+            if published is not None and rank == replica.rank and context.get_local_rank() == 0:
+                take_published(published, stage_dir)
+            if replica.world_size > 1:
+                dist.barrier()
+
+        def publish(step: int) -> None:
+            # Every rank reports (Ray Train waits for all of them); rank 0's copy is the one kept.
+            ray.train.report({"step": step}, checkpoint=Checkpoint.from_directory(str(stage_dir))
+                             if replica.is_chief else None)
+
+        replica.publish = publish
     device = get_device()
     train_stage_worker(setup["stage"], setup["data"], setup["out"], TrainConfig.model_validate(setup["config"]),
                        device=str(device), progress=setup["progress"], time_limit_s=setup["time_limit_s"],

@@ -47,6 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-shards", type=int, metavar="S",
                         help="with --workers: draw each global batch as S equal shards (default: the "
                         "stage's own, else --workers); any worker count dividing S trains the same")
+    parser.add_argument("--storage", metavar="URI",
+                        help="with --workers: also keep the stage's checkpoints here as Ray Train "
+                        "checkpoints (a path or s3://bucket/prefix, one per run), for workers that "
+                        "do not share --out")
     parser.add_argument("--max-failures", type=int, default=3,
                         help="with --workers: worker-group restarts from the last checkpoint (default 3)")
     parser.set_defaults(func=run)
@@ -57,14 +61,14 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from pipeline.cli import UserError
+    from schemas.errors import UserError
     from sim_model.train import train_stage
 
     if args.steps is not None and args.steps < 1:
         raise UserError(f"--steps must be at least 1, got {args.steps}.")
     if args.workers is None:
         for flag, value in (("--gpus-per-worker", args.gpus_per_worker), ("--address", args.address),
-                            ("--data-shards", args.data_shards)):
+                            ("--data-shards", args.data_shards), ("--storage", args.storage)):
             if value:
                 raise UserError(f"{flag} needs --workers N (Ray Train workers).")
     else:
@@ -75,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         path = train_on_cluster(args.stage, args.data, args.out, workers=args.workers,
                                 gpus_per_worker=args.gpus_per_worker, threads=args.threads,
                                 address=args.address, data_shards=args.data_shards,
-                                max_failures=args.max_failures, config_file=args.config,
+                                max_failures=args.max_failures, storage=args.storage,
+                                config_file=args.config,
                                 preset=args.preset, steps=args.steps, progress=not args.no_progress,
                                 time_limit_s=None if args.time_limit is None else args.time_limit * 60,
                                 init_from=args.init_from)

@@ -141,6 +141,8 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
             out_of_time = time_limit_s is not None and elapsed() >= time_limit_s
             if trainer.step % cfg.checkpoint_every == 0 or trainer.step == cfg.steps or out_of_time:
                 checkpoint()
+                if replica is not None and replica.publish is not None:
+                    replica.publish(trainer.step)
             if out_of_time:
                 log.info("%s: time limit reached at step %d of %d; the stage's checkpoint is usable "
                          "now, and rerunning continues to %d", task.name, trainer.step, cfg.steps, cfg.steps)

@@ -46,6 +46,9 @@ class Replica:
     world_size: int
     shards: int  # of every step's global batch; a multiple of world_size
     times: StepTimes = field(default_factory=StepTimes)
+    # Called on every worker after each checkpoint (rank 0 has written it), with the step: e.g.
+    # to copy the stage's directory to a storage that outlives the machine (Ray Train checkpoints).
+    publish: Callable[[int], None] | None = None
 
     def __post_init__(self) -> None:
         if self.shards % self.world_size:

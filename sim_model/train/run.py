@@ -131,9 +131,12 @@ def train_stage_worker(stage: Stage, data_path: str | os.PathLike[str], out: str
     task = _task(stage, net, train_view, val_view, task_cfg, ckpt_cfg, dev, bf16, seed)
     result = run_loop(net, task, cfg.stage(stage), stage_dir, seed=seed, device=dev, bf16=bf16,
                       progress=progress, time_limit_s=time_limit_s, replica=replica)
-    if replica is not None and not replica.is_chief:
-        return None
-    return _export(stage, out_dir, cfg, ckpt_cfg, net, result, data, data_path)
+    path = None
+    if replica is None or replica.is_chief:
+        path = _export(stage, out_dir, cfg, ckpt_cfg, net, result, data, data_path)
+    if replica is not None and replica.publish is not None:
+        replica.publish(result.trainer.step)  # now with the exported checkpoint
+    return path
 
 
 def _export(stage: Stage, out_dir: Path, cfg: TrainConfig, ckpt_cfg: CheckpointConfig,

@@ -16,6 +16,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -28,8 +30,11 @@ from safetensors.torch import load_file
 from pipeline.cli import main as iws
 from pipeline.train_cluster import train_on_cluster
 from schemas.errors import SpecError
+from sim_model import storage
 from sim_model.train import train_stage
 from sim_model.world_model import WorldModel
+from tests.fixtures.ray_cluster import REPO_ROOT
+from tests.fixtures.s3 import S3Bucket
 
 pytestmark = pytest.mark.slow  # each Ray Train run starts its workers: ~10-20 s on 2 busy cores
 
@@ -204,3 +209,29 @@ def test_requests_the_cluster_cannot_serve_fail_before_training(ray_cluster, mov
     assert iws(["train", "--stage", "dynamics", "--data", str(moving_squares_store), "--out",
                 str(tmp_path / "e"), "--preset", "tiny", "--workers", "2"]) == 2
     assert "--stage autoencoder" in capsys.readouterr().err
+
+
+def test_two_nodes_lose_one_and_resume_from_s3_checkpoints(s3_env: S3Bucket, moving_squares_store,
+                                                           tmp_path) -> None:
+    """A Cluster of three 1-CPU nodes in a subprocess (tests/sim_model/train_multinode.py): the
+    two workers sit on two nodes; one node is removed mid-run and the run still ends at its step
+    count; then the stage's local directory is deleted and a longer run continues from the
+    s3:// checkpoints."""
+    config = _config(tmp_path / "train.json", autoencoder={
+        **EVERY_STEP, "steps": 12, "batch_size": 8, "checkpoint_every": 3})
+    out, checkpoints = tmp_path / "run", s3_env.url("checkpoints")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    done = subprocess.run([sys.executable, "-m", "tests.sim_model.train_multinode", str(moving_squares_store),
+                           str(out), checkpoints, config], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["removed"].get("busy_nodes") == 2, result  # one worker on each of two nodes
+    assert result["removed"]["step"] < 12 and result["first_step"] == 12, result
+    logged = result["steps_logged"]
+    assert logged.count(0) == 1, "the second run started from scratch, not from the s3:// checkpoint"
+    assert sorted(set(logged)) == list(range(16))
+    assert storage.list_names(f"{checkpoints}/autoencoder"), "no checkpoint was written to s3://"
+    assert WorldModel.load(Path(result["path"])).config.provenance.stages[-1].steps == 15
+    print(f"\ncluster up {result['cluster_up_s']:.1f}s, first run {result['first_s']:.1f}s (node lost at "
+          f"step {result['removed']['step']}), resumed run {result['second_s']:.1f}s")
