@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict
 
 from experiments.bootstrap import percentile_interval
 from pipeline.cli import UserError
-from pipeline.commands.eval import parse_horizons, random_walk_actions
+from pipeline.commands.eval import parse_horizons
 from pipeline.pusht.tee_fit import CANVAS
 from pipeline.pusht.vision import T_AREA, PushTAnalyzer, estimate_block_pose
 from schemas import SpecError
@@ -43,6 +43,7 @@ from sim_model.evaluate import EpisodeVideo, FidelityReport, evaluate_fidelity, 
 from sim_model.stability import run_stability
 from sim_model.storage.atomic import write_text
 from sim_model.world_model import WorldModel
+from workers.actions.scripted import random_walk_actions
 
 log = logging.getLogger("ablation_score")
 

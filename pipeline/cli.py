@@ -1,32 +1,21 @@
 """`iws` console entry point. Each subcommand lives in pipeline/commands/<name>.py and exposes
-`register(subparsers)`, which adds its parser and sets `func=run`. Heavy imports (torch, ray,
-lerobot) happen inside `run`, so `iws --help` stays fast."""
+`register(subparsers)`, which adds its parser and sets `func=run`; commands only parse, call the
+library and print. Heavy imports (torch, ray, lerobot) happen inside `run`, so `iws --help` stays
+fast. Errors a user can fix (schemas.errors.SpecError, UserError) are printed without a traceback."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.metadata
 import logging
 import sys
 
-from schemas.errors import SpecError
+from pipeline.commands import collect, export, generate, import_, schema, submit, teleop, train
+from pipeline.commands import eval as eval_
+from schemas.errors import SpecError, UserError
 
-COMMANDS = [
-    "schema",
-    "collect",
-    "train",
-    "eval",
-    "generate",
-    "export",
-    "import_",
-    "teleop",
-    "submit",
-]
-
-
-class UserError(Exception):
-    """An error the user can fix; the CLI prints its message without a traceback."""
+# In `iws --help` order. A command module imports its heavy dependencies inside `run`.
+COMMANDS = [schema, collect, train, eval_, generate, export, import_, teleop, submit]
 
 
 def _version() -> str:
@@ -42,14 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--version", action="version", version=f"iws {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"pipeline.commands.{name}")
-        except ModuleNotFoundError as error:
-            if error.name == f"pipeline.commands.{name}":
-                continue  # subcommand not built yet
-            raise
-        module.register(sub)
+    for command in COMMANDS:
+        command.register(sub)
     return parser
 
 

@@ -15,6 +15,11 @@ class SpecError(ValueError):
     """A user-supplied spec, argument or file is invalid; the message says what and how to fix it."""
 
 
+class UserError(Exception):
+    """An error the user can fix that is not about a spec (a busy port, a missing output name);
+    the CLI prints its message without a traceback, as it does a SpecError's."""
+
+
 def _location(loc: tuple[Any, ...]) -> str:
     parts: list[str] = []
     for item in loc:

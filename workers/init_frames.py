@@ -168,3 +168,25 @@ def load_init(refs: list[str], features: FeatureSpec) -> tuple[np.ndarray, np.nd
     have_state = features.state_dim > 0 and all(s is not None and len(s) == features.state_dim for s in states)
     state = np.stack(states).astype(np.float32) if have_state else None  # type: ignore[arg-type]
     return np.stack(frames), state
+
+
+def init_ref(text: str) -> str:
+    """What a user names as one initial frame -> a reference: STORE -> STORE#0:0 (its first
+    episode's first frame); references (STORE#e:f) and image paths pass through."""
+    if "#" in text or Path(text).suffix.lower() in _IMAGE_SUFFIXES:
+        return text
+    return f"{text}#0:0"
+
+
+def load_one_init(ref: str, features: FeatureSpec) -> tuple[np.ndarray, np.ndarray | None]:
+    """Frames (V, H, W, 3) and state (S,) or None of one initial frame, checked against
+    `features`; SpecError naming a frame the dataset does not have."""
+    parsed = parse_ref(ref)
+    if parsed is not None:
+        lengths = check_dataset_matches(parsed[0], features)
+        _, episode, frame = parsed
+        if not 0 <= episode < len(lengths) or not 0 <= frame < lengths[episode]:
+            raise SpecError(f"{ref}: episode {episode} frame {frame} does not exist "
+                            f"({len(lengths)} episodes).")
+    frames, state = load_init([ref], features)
+    return frames[0], None if state is None else state[0]

@@ -1,18 +1,21 @@
 """`iws eval <evaluation>`: measure a world model against recorded data (USAGE below).
 
-Each evaluation is one `_register_<name>` function below (parser + `func`); adding one (e.g.
-`iws eval policy`) is a new function and a line in EVALUATIONS. Task-specific choices
-(`--object-mask TASK`, `--ground-truth TASK`, the default `--scorer`) come from pipeline.tasks.
+Each evaluation is one `_register_<name>` function below (parser + `func`) and a `run_<name>`
+that checks the arguments, calls the library (sim_model.evaluate, sim_model.stability,
+pipeline.evaluation) and writes what it returns. Task-specific choices (`--object-mask TASK`,
+`--ground-truth TASK`, the default `--scorer`) come from pipeline.tasks.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from pipeline.commands.paths import import_from_working_dir
+from schemas.errors import SpecError, UserError
 
 log = logging.getLogger("iws.eval")
 USAGE = """Measure a world model against recorded data.
@@ -142,15 +145,11 @@ EVALUATIONS = [_register_fidelity, _register_stability, _register_policy]
 
 
 def _positive(value: int | None, flag: str) -> None:
-    from pipeline.cli import UserError
-
     if value is not None and value < 1:
         raise UserError(f"{flag} must be at least 1, got {value}.")
 
 
 def parse_horizons(text: str) -> list[int]:
-    from pipeline.cli import UserError
-
     try:
         horizons = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -164,7 +163,6 @@ def parse_horizons(text: str) -> list[int]:
 def _load_model(args: argparse.Namespace) -> Any:
     import torch
 
-    from pipeline.cli import UserError
     from sim_model.world_model import WorldModel
 
     _positive(args.threads, "--threads")
@@ -213,7 +211,6 @@ def _warn_if_training_data(model: Any, data: str) -> None:
 
 
 def run_fidelity(args: argparse.Namespace) -> int:
-    from pipeline.cli import UserError
     from pipeline.evaluation import report as out
     from sim_model.data.formats import dataset_kind
     from sim_model.data.store import EpisodeStore
@@ -255,57 +252,22 @@ def run_fidelity(args: argparse.Namespace) -> int:
     return 0
 
 
-def _init_ref(text: str) -> str:
-    """STORE -> STORE#0:0; references and image paths pass through."""
-    if "#" in text or Path(text).suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp", ".webp"):
-        return text
-    return f"{text}#0:0"
-
-
-def _load_init(ref: str, model: Any) -> tuple[Any, Any]:
-    """Frames (V, H, W, 3) and state (S,) or None of one initial frame, checked against the model."""
-    from pipeline.cli import UserError
-    from workers.init_frames import check_dataset_matches, load_init, parse_ref
-
-    parsed = parse_ref(ref)
-    if parsed is not None:
-        lengths = check_dataset_matches(parsed[0], model.features)
-        _, episode, frame = parsed
-        if not 0 <= episode < len(lengths) or not 0 <= frame < lengths[episode]:
-            raise UserError(f"--init {ref}: episode {episode} frame {frame} does not exist "
-                            f"({len(lengths)} episodes).")
-    frames, state = load_init([ref], model.features)
-    return frames[0], None if state is None else state[0]
-
-
-def random_walk_actions(features: Any, steps: int, speed: float, seed: int, start: Any) -> Any:
-    """(steps, A) float32: a seeded smooth random walk within the FeatureSpec's action range,
-    starting at `start` (raw units, e.g. the agent's position) or the middle of the range."""
-    import numpy as np
-
-    from workers.actions.base import ActionBounds
-    from workers.actions.scripted import plan_random_walk
-
-    bounds = ActionBounds.from_features(features, purpose="the stability action stream")
-    unit = np.full(features.action_dim, 0.5)
-    if start is not None and len(start) == features.action_dim:
-        unit = np.clip((np.asarray(start) - bounds.low) / bounds.span, 0.05, 0.95)
-    path = plan_random_walk(np.random.default_rng(seed), unit, speed, steps)  # unit coordinates
-    return bounds.clip(bounds.low + path * bounds.span)
-
-
 def run_stability(args: argparse.Namespace) -> int:
-    from pipeline.cli import UserError
     from pipeline.evaluation import report as out
     from sim_model.stability import run_stability as roll
+    from workers.actions.scripted import random_walk_actions
+    from workers.init_frames import init_ref, load_one_init
 
     _positive(args.steps, "--steps")
     _positive(args.probe_every, "--probe-every")
     if not 0 < args.speed <= 0.5:
         raise UserError(f"--speed {args.speed}: give a fraction of the action range in (0, 0.5].")
     model = _load_model(args)
-    ref = _init_ref(args.init)
-    frames, state = _load_init(ref, model)
+    ref = init_ref(args.init)
+    try:
+        frames, state = load_one_init(ref, model.features)
+    except SpecError as error:
+        raise UserError(f"--init {error}") from None
     actions = random_walk_actions(model.features, args.steps, args.speed, args.seed, state)
     with _progress(args, "stability", args.steps) as bar:
         result = roll(model, frames, actions, state=state, seed=args.seed, analyzer=_analyzer(args),
@@ -321,7 +283,6 @@ def run_stability(args: argparse.Namespace) -> int:
 
 
 def run_policy(args: argparse.Namespace) -> int:
-    from pipeline.cli import UserError
     from pipeline.evaluation import report as out
     from pipeline.evaluation.policy import episode_specs, evaluate_policy
     from pipeline.evaluation.policy_report import policy_table, rollout_grid
@@ -334,8 +295,7 @@ def run_policy(args: argparse.Namespace) -> int:
         _positive(getattr(args, flag), "--" + flag.replace("_", "-"))
     if args.videos < 0 or args.init_frame < 0:
         raise UserError(f"--videos and --init-frame must be >= 0, got {args.videos} and {args.init_frame}.")
-    if os.getcwd() not in sys.path:  # as `iws generate`: 'module:fn' policies may live in the working dir
-        sys.path.insert(0, os.getcwd())
+    import_from_working_dir()
     scorer = resolve_scorer(args.scorer, "--scorer")
     ground_truth = get_task(args.ground_truth, "--ground-truth") if args.ground_truth else None
     model = _load_model(args)

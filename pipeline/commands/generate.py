@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import signal
 import sys
 import threading
@@ -54,12 +53,12 @@ def _interrupt(signum: int, frame: object) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from pipeline.commands.paths import import_from_working_dir
     from pipeline.commands.progress import quiet_logging
     from pipeline.generate import Progress, load_job, run_job
     from pipeline.generate.preflight import preflight
 
-    if os.getcwd() not in sys.path:  # policies/scorers named 'module:fn' may live in the working dir
-        sys.path.insert(0, os.getcwd())
+    import_from_working_dir()
     spec = load_job(args.job, output=args.output, model=args.model, overrides=args.overrides)
     if args.check:
         plan = preflight(spec)

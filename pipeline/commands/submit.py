@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.cli import UserError
+from schemas.errors import UserError
 
 TOKEN_VAR, TOKEN_PATH_VAR = "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"
 TERMINAL_EXIT = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 1}

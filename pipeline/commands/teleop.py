@@ -9,6 +9,8 @@ import re
 import signal
 from pathlib import Path
 
+from schemas.errors import UserError
+
 log = logging.getLogger(__name__)
 
 
@@ -63,8 +65,6 @@ def parse_init(value: str) -> tuple[str, int]:
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    from pipeline.cli import UserError
-
     if args.fps is not None and not 0 < args.fps <= 240:
         raise UserError(f"--fps {args.fps} is out of range; give a rate in (0, 240] steps per second.")
     if args.max_steps is not None and args.max_steps < 1:
@@ -106,8 +106,6 @@ def build_server(args: argparse.Namespace):  # -> TeleopServer (import kept insi
     dataset, episode = parse_init(args.init)
     init = InitFrames(dataset, features)
     if episode >= len(init):
-        from pipeline.cli import UserError
-
         raise UserError(f"--init {dataset}:{episode}: episode {episode} is out of range; "
                         f"{dataset} has episodes 0..{len(init) - 1}.")
     checkpoint = Path(args.model) if Path(args.model).is_dir() else None

@@ -28,6 +28,7 @@ from pipeline.teleop.access import Access, scrub_paths
 from pipeline.teleop.loop import Command, SimLoop, TickPacket
 from pipeline.teleop.protocol import RateMeter, clean_input, is_index
 from pipeline.teleop.recording import EpisodeWriter, SavedEpisode
+from schemas.errors import UserError
 from sim_model.data.episode import Episode
 
 log = logging.getLogger(__name__)
@@ -93,8 +94,6 @@ class TeleopServer:
         except OSError as error:
             await self._runner.cleanup()
             self._runner = None
-            from pipeline.cli import UserError
-
             raise UserError(f"cannot listen on {host}:{port} ({error.strerror}); pick another "
                             "--port, or --port 0 for any free one.") from None
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from pipeline.cli import main
-from pipeline.commands.eval import random_walk_actions
 from pipeline.pusht.features import pusht_features
 from sim_model.evaluate import FidelityReport
 from sim_model.stability import StabilityReport
+from workers.actions.scripted import random_walk_actions
 
 
 @pytest.fixture(autouse=True)

@@ -68,6 +68,19 @@ def plan_random_walk(rng: np.random.Generator, start: np.ndarray, speed: float, 
     return out
 
 
+def random_walk_actions(features: FeatureSpec, steps: int, speed: float, seed: int,
+                        start: np.ndarray | None) -> np.ndarray:
+    """(steps, A) float32: a seeded smooth random walk within the FeatureSpec's action range,
+    starting at `start` (raw units, e.g. the agent's position) or the middle of the range: the
+    action stream of `iws eval stability`."""
+    bounds = ActionBounds.from_features(features, purpose="the stability action stream")
+    unit = np.full(features.action_dim, 0.5)
+    if start is not None and len(start) == features.action_dim:
+        unit = np.clip((np.asarray(start) - bounds.low) / bounds.span, 0.05, 0.95)
+    path = plan_random_walk(np.random.default_rng(seed), unit, speed, steps)  # unit coordinates
+    return bounds.clip(bounds.low + path * bounds.span)
+
+
 def plan_motion(motion: str, rng: np.random.Generator, start: np.ndarray, cfg: ScriptedSource,
                 steps: int) -> np.ndarray:
     """Unit-coordinate path (steps, A) of one episode."""
