@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from pipeline.cli import UserError
+    from schemas.errors import UserError
     from sim_model.train import train_stage
 
     if args.steps is not None and args.steps < 1:
