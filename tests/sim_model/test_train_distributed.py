@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -235,3 +236,23 @@ def test_two_nodes_lose_one_and_resume_from_s3_checkpoints(s3_env: S3Bucket, mov
     assert WorldModel.load(Path(result["path"])).config.provenance.stages[-1].steps == 15
     print(f"\ncluster up {result['cluster_up_s']:.1f}s, first run {result['first_s']:.1f}s (node lost at "
           f"step {result['removed']['step']}), resumed run {result['second_s']:.1f}s")
+
+
+@pytest.mark.gpu
+def test_a_cuda_training_step_in_bf16(moving_squares_store, tmp_path) -> None:
+    """The single-process path on one GPU: bf16 autocast (`bf16: auto` is on for CUDA)."""
+    config = _config(tmp_path / "train.json", autoencoder={**EVERY_STEP, "steps": 2, "batch_size": 8})
+    path = train_stage("autoencoder", moving_squares_store, tmp_path / "run", config_file=config,
+                       device="cuda", progress=False)
+    assert all(map(math.isfinite, _losses(tmp_path / "run", "autoencoder").values()))
+    stage = WorldModel.load(path).config.provenance.stages[-1]
+    assert stage.steps == 2 and stage.hardware[0].startswith("cuda")
+
+
+@pytest.mark.gpu
+def test_a_ray_train_worker_on_a_gpu(ray_cluster, moving_squares_store, tmp_path) -> None:
+    """--gpus-per-worker 1: the worker trains on its CUDA device through NCCL."""
+    config = _config(tmp_path / "train.json", autoencoder={**EVERY_STEP, "steps": 2, "batch_size": 8})
+    path = train_on_cluster("autoencoder", str(moving_squares_store), tmp_path / "run", workers=1,
+                            gpus_per_worker=1, config_file=config, progress=False)
+    assert WorldModel.load(path).config.provenance.stages[-1].hardware[0].startswith("1 workers x cuda")
