@@ -33,6 +33,9 @@ from sim_model.train.run import stage_config, train_stage_worker
 
 if TYPE_CHECKING:
     from ray.train import Checkpoint
+    from ray.train.context import TrainContext
+
+    from sim_model.train.data import TrainingData
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +207,38 @@ def _train_worker(setup: dict[str, Any]) -> None:
 
         replica.publish = publish
     device = get_device()
+    data = _node_shared_data(setup["data"], context, replica.world_size)
     train_stage_worker(setup["stage"], setup["data"], setup["out"], TrainConfig.model_validate(setup["config"]),
                        device=str(device), progress=setup["progress"], time_limit_s=setup["time_limit_s"],
-                       init_from=setup["init_from"], replica=replica)
+                       init_from=setup["init_from"], replica=replica, data=data)
+
+
+def _node_shared_data(path: str, context: TrainContext, world_size: int) -> TrainingData:
+    """The episode store in RAM once per node, not once per worker: the node's first worker loads
+    it into Ray's object store, and every worker of the node maps those arrays read-only
+    (zero-copy). A node's memory then holds one copy whatever its worker count."""
+    import warnings
+
+    import numpy as np
+    import ray
+    import torch
+    import torch.distributed as dist
+    from ray import cloudpickle
+
+    from sim_model.train.data import TrainingData
+
+    ref: Any = None
+    if context.get_local_rank() == 0:
+        loaded = TrainingData.from_store(path)
+        ref = ray.put({"features": loaded.features, "frames": loaded.frames.numpy(),
+                       "actions": loaded.actions, "states": loaded.states, "ends": loaded.ends})
+    if world_size > 1:  # each worker learns its node's reference
+        offers: list[Any] = [None] * world_size
+        dist.all_gather_object(offers, (context.get_node_rank(), None if ref is None else cloudpickle.dumps(ref)))
+        ref = next(cloudpickle.loads(r) for node, r in offers if node == context.get_node_rank() and r)
+    arrays: dict[str, Any] = ray.get(ref)
+    with warnings.catch_warnings():  # read-only by design: training never writes into its data
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        frames = torch.from_numpy(arrays["frames"])
+    return TrainingData(arrays["features"], frames, np.asarray(arrays["actions"]), arrays["states"],
+                        arrays["ends"])

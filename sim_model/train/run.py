@@ -106,14 +106,14 @@ def stage_config(stage: Stage, out: str | os.PathLike[str], *, config_file: str 
 def train_stage_worker(stage: Stage, data_path: str | os.PathLike[str], out: str | os.PathLike[str],
                        cfg: TrainConfig, *, device: str = "cpu", progress: bool = True,
                        time_limit_s: float | None = None, init_from: str | None = None,
-                       replica: Replica | None = None) -> Path | None:
+                       replica: Replica | None = None, data: TrainingData | None = None) -> Path | None:
     """Train one stage with a resolved config, alone or as one data-parallel worker (`replica`,
     whose task is built for one shard's batch); the chief exports the checkpoint and returns its
-    directory, other workers return None."""
+    directory, other workers return None. `data`: the store at data_path, already loaded."""
     out_dir = Path(out)
     init_dir = None if init_from is None else ckpt.resolve(init_from)
     dev = torch.device(device)
-    data = TrainingData.from_store(data_path)
+    data = data if data is not None else TrainingData.from_store(data_path)
     train_view, val_view = data.split(cfg.val_fraction, cfg.seed)
     if init_dir is not None:
         ckpt_cfg, net = _init_from(init_dir, data, cfg)
