@@ -18,6 +18,7 @@ holds on a shared machine whose absolute speed moves from minute to minute.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import sys
@@ -86,18 +87,21 @@ def step_flops(wm: WorldModel, batch: int, size: int) -> float:
     return float(counter.get_total_flops())
 
 
-def time_steps(wm: WorldModel, batch: int, size: int, seconds: float) -> tuple[float, float, int]:
-    """(wall s/step, cpu s/step, steps) after 3 warm-up steps."""
+def time_steps(wm: WorldModel, batch: int, size: int, seconds: float) -> tuple[float, float, float]:
+    """(wall s/step, cpu s/step, warm-up s): warm-up is reset plus 3 steps, where a compiled
+    model builds its graphs for this batch size; the steady steps follow."""
     rng = np.random.default_rng(0)
+    warm0 = time.perf_counter()
     wm.reset(rng.integers(0, 256, (batch, size, size, 3), dtype=np.uint8), seeds=list(range(batch)))
     actions = rng.uniform(0, 512, (batch, 2)).astype(np.float32)
     for _ in range(3):
         wm.step(actions)
+    warm_up = time.perf_counter() - warm0
     steps, wall0, cpu0 = 0, time.perf_counter(), time.process_time()
     while steps < 3 or time.perf_counter() - wall0 < seconds:
         wm.step(actions)
         steps += 1
-    return (time.perf_counter() - wall0) / steps, (time.process_time() - cpu0) / steps, steps
+    return (time.perf_counter() - wall0) / steps, (time.process_time() - cpu0) / steps, warm_up
 
 
 def op_kind(name: str) -> str:
@@ -151,8 +155,8 @@ def run_profiles(args: argparse.Namespace) -> list[str]:
     lines = []
     for preset in args.presets:
         for precision in args.precisions:
-            wm = (WorldModel.random(features, preset, precision=precision) if preset in PRESETS
-                  else WorldModel.load(preset, precision=precision))
+            wm = (WorldModel.random(features, preset, precision=precision, compile="off") if preset in PRESETS
+                  else WorldModel.load(preset, precision=precision, compile="off"))
             for batch in args.batches:
                 lines += [f"## {preset}, {precision}, batch {batch}", ""]
                 lines += profile_step(wm, batch, args.resolution, steps=max(3, 64 // batch)) + [""]
@@ -162,32 +166,33 @@ def run_profiles(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace, limits: dict[str, Rate]) -> list[str]:
     features = pusht_features(args.resolution)
-    rows = ["| preset | params (M) enc/dec/dyn/total | GFLOP/frame | precision | batch | "
-            "FPS (wall) | FPS (CPU time) | ms/step (wall) | GFLOP/s (wall) | % of limit (wall) | "
-            "% of limit (CPU time) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| preset | params (M) enc/dec/dyn/total | GFLOP/frame | precision | compile | batch | "
+            "warm-up s | FPS (wall) | FPS (CPU time) | ms/step (wall) | GFLOP/s (wall) | "
+            "% of limit (wall) | % of limit (CPU time) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for preset in args.presets:
         # a preset name (random weights) or a checkpoint (a directory or a bundled name)
-        base = (WorldModel.random(features, preset, precision="fp32") if preset in PRESETS
-                else WorldModel.load(preset, precision="fp32"))
+        base = (WorldModel.random(features, preset, precision="fp32", compile="off") if preset in PRESETS
+                else WorldModel.load(preset, precision="fp32", compile="off"))
         p = parameter_counts(base)
         params = f"{p['encoder']:.2f}/{p['decoder']:.2f}/{p['dynamics']:.2f}/{p['total']:.2f}"
         flops: dict[int, float] = {}  # per batch size; the same in every precision
-        for precision in args.precisions:
-            wm = WorldModel(base.net, base.config, "cpu", precision)
+        for precision, mode in itertools.product(args.precisions, args.compile):
+            eager = WorldModel(base.net, base.config, args.device, precision, compile="off")
+            wm = eager if mode == "off" else WorldModel(base.net, base.config, args.device, precision, mode)
             limit = limits[precision]
             batch1 = None
             for batch in args.batches:
+                cells = f"| {preset} | {params} | {{}} | {precision} | {mode} | {batch} |"
                 if batch1 is not None and batch1 * batch > args.max_step:
-                    rows.append(f"| {preset} | {params} | | {precision} | {batch} | "
-                                f"skipped (~{batch1 * batch:.0f} s/step) | | | | | |")
+                    rows.append(cells.format("") + f" | skipped (~{batch1 * batch:.0f} s/step) | | | | | | |")
                     continue
-                if batch not in flops:
-                    flops[batch] = step_flops(wm, batch, args.resolution)
-                wall, cpu, steps = time_steps(wm, batch, args.resolution, args.seconds)
+                if batch not in flops:  # counted on the eager path: a compiled graph hides its ops
+                    flops[batch] = step_flops(eager, batch, args.resolution)
+                wall, cpu, warm_up = time_steps(wm, batch, args.resolution, args.seconds)
                 batch1 = batch1 or wall / batch
-                rows.append(f"| {preset} | {params} | {flops[batch] / batch / 1e9:.2f} | {precision} | "
-                            f"{batch} | {batch / wall:.1f} | {batch / cpu:.1f} | {wall * 1e3:.1f} | "
+                rows.append(cells.format(f"{flops[batch] / batch / 1e9:.2f}") +
+                            f" {warm_up:.1f} | {batch / wall:.1f} | {batch / cpu:.1f} | {wall * 1e3:.1f} | "
                             f"{flops[batch] / wall / 1e9:.0f} | {100 * flops[batch] / wall / limit.wall:.0f}% | "
                             f"{100 * flops[batch] / cpu / limit.cpu:.0f}% |")
                 print(rows[-1], flush=True)
@@ -210,10 +215,11 @@ def header(args: argparse.Namespace, limits: dict[str, Rate]) -> list[str]:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return [f"# WorldModel.step throughput ({args.resolution}x{args.resolution}, one camera)", "",
             f"- CPU: {cpu}; torch {torch.__version__}, {torch.get_num_threads()} threads",
+            *([f"- GPU: {torch.cuda.get_device_name(args.device)}"] if args.device.startswith("cuda") else []),
             f"- load average when the run started: {load} (the machine is shared; CPU-time FPS "
             "shows the cost without the interference)",
             f"- command: `python benchmarks/bench_model.py {' '.join(args.argv)}`",
-            describe_limits(limits, "at the start (1024² matmul, same process and threads)")]
+            describe_limits(limits, "at the start (square matmul, same process and threads)")]
 
 
 def main() -> None:
@@ -226,9 +232,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="timing budget per configuration")
     parser.add_argument("--max-step", type=float, default=20.0, help="skip configs slower than this (s/step)")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--compile", nargs="+", default=["off"], choices=["off", "on", "cudagraphs"],
+                        help="step paths to compare (WorldModel compile=...); cudagraphs needs cuda")
     parser.add_argument("--profile", action="store_true",
                         help=f"profile each configuration instead (torch.profiler; --write to {PROFILE})")
-    parser.add_argument("--write", action="store_true", help=f"write the table to {RESULTS}")
+    parser.add_argument("--write", nargs="?", type=Path, const=RESULTS, metavar="PATH",
+                        help=f"write the table to PATH (default {RESULTS}; with --profile {PROFILE})")
     args = parser.parse_args()
     args.argv = sys.argv[1:]
     if args.threads:
@@ -240,9 +250,9 @@ def main() -> None:
                  f"- command: `python benchmarks/bench_model.py {' '.join(args.argv)}`", ""]
         lines += run_profiles(args)
         if args.write:
-            write_atomic(PROFILE, lines)
+            write_atomic(PROFILE if args.write == RESULTS else args.write, lines)
         return
-    device = torch.device("cpu")
+    device = torch.device(args.device)
     limits = {precision: matmul_rate(precision, device) for precision in args.precisions}
     lines = header(args, limits)
     print("\n".join(lines), flush=True)
@@ -251,7 +261,7 @@ def main() -> None:
     lines += [describe_limits(end, "at the end"), ""]
     print("\n".join(lines + table))
     if args.write:
-        write_atomic(RESULTS, lines + table)
+        write_atomic(args.write, lines + table)
 
 
 def write_atomic(path: Path, lines: list[str]) -> None:

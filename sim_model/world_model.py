@@ -21,10 +21,10 @@ import torch
 from schemas import FeatureSpec
 from schemas.errors import SpecError
 from sim_model import checkpoint as ckpt
+from sim_model.compile import CompileMode, StepPieces, make_pieces, resolve_compile
 from sim_model.config import CheckpointConfig, ModelConfig, Precision, Provenance, preset_config
 from sim_model.context import ContextWindow
 from sim_model.inputs import FrameLayout, as_actions, parse_frames
-from sim_model.nn.dynamics import next_latent
 from sim_model.nn.world import WorldModelNet, to_images, to_uint8
 from sim_model.noise import RowNoise
 from sim_model.normalize import Normalizer, fit_normalization
@@ -46,10 +46,15 @@ class RolloutResult:
 
 
 class WorldModel:
-    """An action-conditioned world model; holds the rollout state of one batch of episodes."""
+    """An action-conditioned world model; holds the rollout state of one batch of episodes.
+
+    compile: 'off' runs the step eagerly; 'on' through torch.compile (inductor, a graph per
+    batch size, built on first use); 'cudagraphs' adds CUDA graphs on a GPU; 'auto' reads
+    $IWS_COMPILE, else the device's measured default (see sim_model/compile.py).
+    """
 
     def __init__(self, net: WorldModelNet, config: CheckpointConfig, device: str | torch.device = "cpu",
-                 precision: Precision | None = None) -> None:
+                 precision: Precision | None = None, compile: CompileMode = "auto") -> None:
         self.device = torch.device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise SpecError(f"device '{device}' was asked for but torch sees no CUDA device; use 'cpu'.")
@@ -61,6 +66,8 @@ class WorldModel:
         # and channels-last (oneDNN's native layout: ~15% faster convs on CPU).
         self._run = copy.deepcopy(self.net).to(torch.bfloat16 if self.bf16 else torch.float32)
         self._run = self._run.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        self.compile = resolve_compile(compile, self.device)
+        self._pieces: StepPieces = make_pieces(self._run, config.model, self.device, self.compile)
         self.norm = Normalizer(config.normalization, self.device)
         self._window = ContextWindow(config.model.dynamics.context)
         self._z: torch.Tensor | None = None  # newest latent (B, V, C, h, w)
@@ -73,7 +80,8 @@ class WorldModel:
     # ---- construction and persistence -------------------------------------------------------
     @classmethod
     def random(cls, features: FeatureSpec, preset: str = "tiny", seed: int = 0, device: str = "cpu",
-               *, config: ModelConfig | None = None, precision: Precision | None = None) -> WorldModel:
+               *, config: ModelConfig | None = None, precision: Precision | None = None,
+               compile: CompileMode = "auto") -> WorldModel:
         """A randomly initialised model (tests, benchmarks); `config` overrides the preset."""
         model_cfg = config or preset_config(preset, features)
         with torch.random.fork_rng(devices=[]):  # seeded init without touching the caller's RNG
@@ -82,11 +90,11 @@ class WorldModel:
         cfg = CheckpointConfig(features=features, model=model_cfg,
                                normalization=fit_normalization(features),
                                provenance=Provenance(source="random", seed=seed))
-        return cls(net, cfg, device, precision)
+        return cls(net, cfg, device, precision, compile)
 
     @classmethod
     def load(cls, path_or_name: str | os.PathLike[str], device: str = "cpu",
-             precision: Precision | None = None) -> WorldModel:
+             precision: Precision | None = None, compile: CompileMode = "auto") -> WorldModel:
         """Open a checkpoint directory (model.safetensors + config.json) or a bundled name ('pusht')."""
         directory = ckpt.resolve(path_or_name)
         config = ckpt.read_config(directory)
@@ -98,7 +106,7 @@ class WorldModel:
         ckpt.check_shapes(directory, net.state_dict(), tensors)
         net.load_state_dict(tensors)
         log.info("loaded world model (%s preset) from %s onto %s", config.model.preset, directory, device)
-        return cls(net, config, device, precision)
+        return cls(net, config, device, precision, compile)
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write model.safetensors + config.json atomically (replaces `directory`)."""
@@ -167,7 +175,7 @@ class WorldModel:
 
     def _push_context(self, z: torch.Tensor, action: torch.Tensor) -> None:
         level = torch.full((z.shape[0], 1), self.config.model.dynamics.context_noise_infer, device=self.device)
-        self._window.push(self._run.dynamics.encode_context(z[:, None], action[:, None], level))
+        self._window.push(self._pieces.context(z, action, level))
 
     @torch.inference_mode()
     def step(self, actions: np.ndarray | torch.Tensor) -> StepResult:
@@ -176,25 +184,22 @@ class WorldModel:
             raise RuntimeError("call reset(frames) before step(actions)")
         b = self._z.shape[0]
         a = self.norm.action(as_actions(actions, b, self.features.action_dim, self.device))
+        model, noise = self.config.model, self._noise
         with autocast(self.device, self.bf16):
-            self._z, self._z_prev = self._predict(self._z, self._z_prev, a, self._noise), self._z
-            images = self._run.decode(self._z, self._noise, self.config.model.autoencoder.decode_steps)
-            state = self._run.state(self._z)
-        frames = self._layout.restore(to_uint8(images)).cpu().numpy()
+            self._push_context(self._z, a)
+            # noise drawn in the order the sampler uses it: dynamics flow steps, then decoder steps
+            flow = [noise(*self._z.shape[1:])[:, None]
+                    for _ in range(model.dynamics.sample_steps if model.dynamics.head == "flow" else 0)]
+            z = self._pieces.predict(self._z, self._z_prev, a, self._window.context(), self._window.offsets(), flow)
+            self._z, self._z_prev = z, self._z
+            size = (3, z.shape[-2] * 4, z.shape[-1] * 4)
+            frames_t, state = self._pieces.render(
+                z, [noise(z.shape[1], *size) for _ in range(model.autoencoder.decode_steps)])
+        frames = self._layout.restore(frames_t).cpu().numpy()
         raw_state = None if state is None else self.norm.state_raw(state).cpu().numpy()
         if raw_state is not None:
             self.state = raw_state
         return StepResult(frames=frames, state=raw_state)
-
-    def _predict(self, z: torch.Tensor, z_prev: torch.Tensor, a: torch.Tensor, noise: RowNoise) -> torch.Tensor:
-        """One dynamics step from latent z (B, V, C, h, w), the one before it and normalised
-        action a (B, A)."""
-        self._push_context(z, a)
-        dyn = self.config.model.dynamics
-        z_hat = next_latent(self._run.dynamics, dyn.head, dyn.sample_steps, z[:, None], z_prev[:, None],
-                            a[:, None], self._window.context(), self._window.offsets(),
-                            lambda: noise(*z.shape[1:])[:, None])
-        return z_hat[:, 0]
 
     @torch.inference_mode()
     def rollout(self, frames: np.ndarray | torch.Tensor, actions: np.ndarray | torch.Tensor, *,
