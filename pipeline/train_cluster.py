@@ -43,8 +43,7 @@ log = logging.getLogger(__name__)
 def train_on_cluster(stage: Stage, data_path: str, out: str | os.PathLike[str], *, workers: int,
                      gpus_per_worker: float = 0, threads: int | None = None, address: str | None = None,
                      data_shards: int | None = None, max_failures: int = 3, storage: str | None = None,
-                     config_file: str | None = None,
-                     preset: str | None = None, steps: int | None = None,
+                     config_file: str | None = None, preset: str | None = None, steps: int | None = None,
                      time_limit_s: float | None = None, init_from: str | None = None,
                      progress: bool = True) -> Path:
     """Train (or resume) one stage on `workers` Ray Train workers and return the exported
@@ -53,8 +52,6 @@ def train_on_cluster(stage: Stage, data_path: str, out: str | os.PathLike[str], 
     the same numbers. `storage` (local or s3://) keeps Ray Train checkpoints of the stage for
     workers that do not share --out."""
     import ray
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
 
     from pipeline.generate.ray_exec import connect
 
@@ -75,16 +72,9 @@ def train_on_cluster(stage: Stage, data_path: str, out: str | os.PathLike[str], 
                                  "config": cfg.model_dump(mode="json"), "shards": shards,
                                  "threads": threads or 1, "time_limit_s": time_limit_s,
                                  "init_from": init_from, "progress": progress, "publish": storage is not None}
-        trainer = TorchTrainer(
-            _train_worker, train_loop_config=setup,
-            scaling_config=ScalingConfig(num_workers=workers, use_gpu=gpus_per_worker > 0,
-                                         resources_per_worker={"CPU": cpus, "GPU": gpus_per_worker}),
-            torch_config=TorchConfig(backend="nccl" if gpus_per_worker else "gloo"),
-            # With a storage the name is the stage's, so a later run finds its checkpoints there.
-            run_config=RunConfig(name=stage if storage else f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}",
-                                 storage_path=storage or str(out_dir / "ray"),
-                                 checkpoint_config=CheckpointConfig(num_to_keep=2),
-                                 failure_config=FailureConfig(max_failures=max_failures)))
+        trainer = _torch_trainer(setup, workers, cpus, gpus_per_worker, storage or str(out_dir / "ray"),
+                                 stage if storage else f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}",
+                                 max_failures)
         log.info("%s: %d workers, %d data shards, global batch %d", stage, workers, shards,
                  cfg.stage(stage).batch_size)
         result = trainer.fit()  # raises when the run failed for good
@@ -98,6 +88,23 @@ def train_on_cluster(stage: Stage, data_path: str, out: str | os.PathLike[str], 
     if storage:  # rank 0 wrote OUT/model on its own machine; the driver's is the published one
         replace_dir(out_dir / "model", partial(_copy_into, out_dir / stage / "model"))
     return out_dir / "model"
+
+
+def _torch_trainer(setup: dict[str, Any], workers: int, cpus: float, gpus: float, storage: str,
+                   name: str, max_failures: int) -> Any:
+    """The TorchTrainer of one stage session. With an explicit storage the run's name is the
+    stage's, so that a later session finds the checkpoints published there."""
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    return TorchTrainer(
+        _train_worker, train_loop_config=setup,
+        scaling_config=ScalingConfig(num_workers=workers, use_gpu=gpus > 0,
+                                     resources_per_worker={"CPU": cpus, "GPU": gpus}),
+        torch_config=TorchConfig(backend="nccl" if gpus else "gloo"),
+        run_config=RunConfig(name=name, storage_path=storage,
+                             checkpoint_config=CheckpointConfig(num_to_keep=2),
+                             failure_config=FailureConfig(max_failures=max_failures)))
 
 
 def _data_shards(out_dir: Path, stage: Stage, cfg: TrainConfig, workers: int,
