@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--init-from", metavar="CKPT",
                         help="start the stage from this complete checkpoint (directory or bundled name, "
                         "e.g. 'pusht') instead of the run's previous stage: continue training a model")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); with "
+                        "--workers, per worker, and the Ray CPUs each worker takes (default 1)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--workers", type=int,
                         help="data-parallel Ray Train workers (default: train in this process)")
