@@ -125,9 +125,10 @@ def make_pieces(net: WorldModelNet, cfg: ModelConfig, device: torch.device,
 
 def resolve_compile(mode: CompileMode, device: torch.device) -> CompileMode:
     """'auto' -> $IWS_COMPILE when set (how CLI commands and Ray replicas are switched), else
-    the default measured for this device. On CPU that is 'off': compiling costs 20-160 s per
-    batch size on a busy 2-core machine for 1.15-1.4x per step (benchmarks/results/model.md),
-    which a teleop session or the README's job never earns back. CUDA stays 'off' until
+    the default measured for this device. On CPU that is 'off': compiling costs 3-25 s per
+    batch size with inductor's on-disk cache warm and 40-160 s cold on a busy 2-core machine,
+    for 1.15-1.4x per step (benchmarks/results/model.md): a teleop session or the README's job
+    never earns that back. CUDA stays 'off' until
     benchmarks/gpu_burst.sh has measured it."""
     if mode == "auto":
         mode = os.environ.get("IWS_COMPILE", "off")  # type: ignore[assignment]
