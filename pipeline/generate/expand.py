@@ -8,7 +8,7 @@ The job's first group is split in two (`job_groups`), so the first episodes are 
 rollout of LEAD_GROUP episodes rather than of `batch_size`. That leaves every episode's bytes as
 they were: with scripted and replayed actions (seeded per episode) the rows of a batch do not
 depend on each other, and the model's kernels give a row the same result in any batch of two or
-more (tests/pipeline/test_generate_groups.py checks both on the bundled model's architecture).
+more (tests/pipeline/generate/test_generate_groups.py checks both on the bundled model's architecture).
 A batch of one takes other kernels, so no sub-group is made smaller than two; policy sources see
 the whole batch, and GPU kernels were not checked, so such jobs keep their groups as they are.
 """

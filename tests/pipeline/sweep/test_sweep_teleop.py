@@ -22,8 +22,8 @@ from pipeline.teleop.recording import EpisodeWriter
 from pipeline.teleop.session import InitFrames, TeleopSession
 from sim_model.data.store import EpisodeStore
 from sim_model.world_model import WorldModel
-from tests.pipeline.test_teleop_browser import CHROMIUM, CHROMIUM_ARGS
-from tests.pipeline.test_teleop_cli import TeleopProcess, free_port
+from tests.pipeline.teleop.test_teleop_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.pipeline.teleop.test_teleop_cli import TeleopProcess, free_port
 
 RESOLUTION = 32
 CAMERAS = ("top", "side")

@@ -19,7 +19,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.commands.teleop import parse_init
 from sim_model.data.store import EpisodeStore
-from tests.pipeline.test_teleop_server import Tab
+from tests.pipeline.teleop.test_teleop_server import Tab
 
 
 def free_port() -> int:

@@ -1,7 +1,7 @@
 """Multi-node: replicas spread over nodes, and a node lost mid-job costs nothing.
 
 The cluster (ray.cluster_utils.Cluster: a head and three worker nodes with fake GPUs) lives in a
-subprocess, tests/pipeline/multinode_job.py, because it needs a ray.init of its own and the test
+subprocess, tests/pipeline/generate/multinode_job.py, because it needs a ray.init of its own and the test
 process's Ray belongs to the session's `ray_cluster`. The subprocess gets the S3 credentials in its
 environment, so every node does, as on a real cluster; the job writes to s3://.
 """
@@ -18,7 +18,7 @@ from pipeline.generate import load_job
 from sim_model import storage
 from tests.fixtures.ray_cluster import REPO_ROOT
 from tests.fixtures.s3 import S3Bucket
-from tests.pipeline.rerun import rerolled_checksums
+from tests.pipeline.generate.rerun import rerolled_checksums
 from tests.workers.jobs import job_dict, write_job
 from workers.writer import committed_records
 
@@ -36,7 +36,7 @@ def test_replicas_spread_over_nodes_and_a_lost_node_loses_nothing(
     spec = load_job(path)
     (tmp_path / "job.json").write_text(spec.model_dump_json())
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
-    done = subprocess.run([sys.executable, "-m", "tests.pipeline.multinode_job", str(tmp_path / "job.json")],
+    done = subprocess.run([sys.executable, "-m", "tests.pipeline.generate.multinode_job", str(tmp_path / "job.json")],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

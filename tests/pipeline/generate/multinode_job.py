@@ -1,6 +1,6 @@
 """Run a generation job on a multi-node Ray cluster on this machine and take a node away mid-job.
 
-    python -m tests.pipeline.multinode_job JOB.json    # prints one JSON line last
+    python -m tests.pipeline.generate.multinode_job JOB.json    # prints one JSON line last
 
 A head (1 CPU, no GPU) and three worker nodes (1 CPU, 1 fake GPU each) from
 ray.cluster_utils.Cluster. With `replicas: 2` and `num_gpus: 1` per replica the two replicas must

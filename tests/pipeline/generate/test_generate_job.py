@@ -25,7 +25,7 @@ from pipeline.generate.preflight import preflight
 from schemas import JobSpec, RunManifest
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.ray_cluster import REPO_ROOT
-from tests.pipeline.rerun import rerolled_checksums
+from tests.pipeline.generate.rerun import rerolled_checksums
 from tests.workers.jobs import job_dict, write_job
 from workers.replica import WorldModelReplica
 from workers.writer import commit_uri, committed_records
@@ -239,7 +239,7 @@ def test_example_job_runs_on_the_embedded_default(tmp_path: Path, ray_cluster) -
     from sim_model.world_model import WorldModel
 
     model = WorldModel.random(pusht_features(96), preset="tiny", seed=0).save(tmp_path / "model96")
-    example = Path(__file__).resolve().parents[2] / "examples" / "pusht_generate.yaml"
+    example = Path(__file__).resolve().parents[3] / "examples" / "pusht_generate.yaml"
     args = ["generate", str(example), "--model", str(model), "--output", str(tmp_path / "out"),
             "--set", "episodes=3", "--set", "horizon=3", "--set", "batch_size=2", "--set", "replicas=1",
             "--no-progress"]

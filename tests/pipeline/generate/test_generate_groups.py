@@ -13,7 +13,7 @@ from schemas import JobSpec
 from tests.workers.jobs import job_dict
 from workers.replica import WorldModelReplica
 
-EXAMPLE_INIT = Path(__file__).resolve().parents[2] / "examples" / "pusht_init"
+EXAMPLE_INIT = Path(__file__).resolve().parents[3] / "examples" / "pusht_init"
 
 
 def _spec(model: str, out: Path, images: list[str] | None = None, **overrides: object) -> JobSpec:

@@ -21,7 +21,7 @@ from sim_model.data.store import EpisodeStore
 from tests.fixtures.store import make_pusht_episode
 from tests.workers.jobs import job_dict, write_job
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from sim_model.data.store import EpisodeStore
-from tests.pipeline.test_teleop_cli import TeleopProcess, free_port
-from tests.pipeline.test_teleop_server import ws_url
+from tests.pipeline.teleop.test_teleop_cli import TeleopProcess, free_port
+from tests.pipeline.teleop.test_teleop_server import ws_url
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

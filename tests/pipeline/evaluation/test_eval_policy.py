@@ -59,7 +59,7 @@ FAST = ["--threads", "1", "--no-progress"]
 
 def _eval(model, init, out, *extra):
     return main(["eval", "policy", "--model", str(model), "--init", str(init), "--out", str(out),
-                 "--policy", "tests.pipeline.test_eval_policy:constant_policy", *FAST, *extra])
+                 "--policy", "tests.pipeline.evaluation.test_eval_policy:constant_policy", *FAST, *extra])
 
 
 def test_world_model_and_ground_truth_side_by_side(tiny_checkpoint, pusht_starts, tmp_path, capsys):

@@ -20,7 +20,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.generate import load_job
 from tests.fixtures.ray_cluster import REPO_ROOT
-from tests.pipeline.rerun import rerolled_checksums
+from tests.pipeline.generate.rerun import rerolled_checksums
 from tests.workers.jobs import job_dict, write_job
 from workers.writer import committed_records
 

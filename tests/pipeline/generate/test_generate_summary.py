@@ -1,5 +1,5 @@
 """summary.md and the preview's frame choice, from hand-made manifests (no Ray, no model);
-tests/pipeline/test_generate_job.py checks both files after a real job."""
+tests/pipeline/generate/test_generate_job.py checks both files after a real job."""
 
 from __future__ import annotations
 

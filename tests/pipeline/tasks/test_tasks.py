@@ -13,7 +13,7 @@ from pipeline.tasks import TASKS, default_task, get_task, resolve_scorer
 from schemas import SpecError
 from sim_model.checkpoint import BUNDLED
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("name", list(TASKS))

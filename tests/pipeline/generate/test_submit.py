@@ -29,7 +29,7 @@ from sim_model import storage
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.ray_head import RayHead
 from tests.fixtures.s3 import S3Bucket, free_ports
-from tests.pipeline.rerun import rerolled_checksums
+from tests.pipeline.generate.rerun import rerolled_checksums
 from tests.workers.jobs import job_dict, write_job
 from workers.writer import committed_records
 
