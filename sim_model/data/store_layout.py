@@ -40,7 +40,7 @@ META_KEY = "meta/episode_meta"
 # ~7x faster than one frame per chunk, with random single-frame reads within noise (zarr's
 # per-chunk overhead, not decompression, dominates those at this size). An append rewrites the
 # one partial chunk it shares with the previous episode; LocalStore's temp-file + rename makes
-# that rewrite all-or-nothing, so finished episodes survive a kill (tests/sim_model/test_store.py).
+# that rewrite all-or-nothing, so finished episodes survive a kill (tests/sim_model/data/test_store.py).
 IMAGE_CHUNK_FRAMES = 8
 IMAGE_COMPRESSOR = numcodecs.Blosc(cname="zstd", clevel=3, shuffle=numcodecs.Blosc.SHUFFLE)
 # Low-dim arrays: an append rewrites at most one partial chunk per array, so append stays O(1).

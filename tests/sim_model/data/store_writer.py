@@ -1,6 +1,6 @@
 """Writer process for the kill test: appends deterministic episodes to a store until killed.
 
-Usage: python -m tests.sim_model.store_writer STORE_PATH
+Usage: python -m tests.sim_model.data.store_writer STORE_PATH
 Prints "ready <n>" once the store is open (after repair), then "done <i>" after each append.
 """
 

@@ -1,7 +1,7 @@
 """Train a stage on a multi-node Ray cluster on this machine, lose a node mid-run, then resume a
 run whose local files are gone from its s3:// checkpoints.
 
-    python -m tests.sim_model.train_multinode STORE OUT STORAGE CONFIG   # prints one JSON line last
+    python -m tests.sim_model.train.train_multinode STORE OUT STORAGE CONFIG   # prints one JSON line last
 
 A head with no CPUs (no training worker lands there) and three worker nodes of 1 CPU each, from
 ray.cluster_utils.Cluster; `--workers 2` at one CPU a worker puts the two workers on two nodes,

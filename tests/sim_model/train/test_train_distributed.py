@@ -6,7 +6,7 @@ Equivalence is at a fixed shard count: one worker computing 2 shards of each ste
 two workers computing one each see the same samples and noise, so their losses agree to float32
 rounding (rtol 1e-6) and their weights bit for bit (the gradient sum of two shards is the same
 addition either way). The single-process path (no --workers) draws from one RNG stream instead;
-tests/sim_model/test_train.py covers it.
+tests/sim_model/train/test_train.py covers it.
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def test_requests_the_cluster_cannot_serve_fail_before_training(ray_cluster, mov
 
 def test_two_nodes_lose_one_and_resume_from_s3_checkpoints(s3_env: S3Bucket, moving_squares_store,
                                                            tmp_path) -> None:
-    """A Cluster of three 1-CPU nodes in a subprocess (tests/sim_model/train_multinode.py): the
+    """A Cluster of three 1-CPU nodes in a subprocess (tests/sim_model/train/train_multinode.py): the
     two workers sit on two nodes; one node is removed mid-run and the run still ends at its step
     count; then the stage's local directory is deleted and a longer run continues from the
     s3:// checkpoints."""
@@ -222,7 +222,7 @@ def test_two_nodes_lose_one_and_resume_from_s3_checkpoints(s3_env: S3Bucket, mov
         **EVERY_STEP, "steps": 12, "batch_size": 8, "checkpoint_every": 3})
     out, checkpoints = tmp_path / "run", s3_env.url("checkpoints")
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
-    done = subprocess.run([sys.executable, "-m", "tests.sim_model.train_multinode", str(moving_squares_store),
+    done = subprocess.run([sys.executable, "-m", "tests.sim_model.train.train_multinode", str(moving_squares_store),
                            str(out), checkpoints, config], cwd=REPO_ROOT, env=env, capture_output=True,
                           text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-4000:]

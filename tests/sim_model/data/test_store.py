@@ -17,10 +17,10 @@ from pipeline.pusht.features import pusht_features
 from schemas import CameraSpec, FeatureSpec, SpecError
 from sim_model.data.store import EpisodeStore, StoreDamaged
 from tests.fixtures.store import TINY_LENGTHS, make_pusht_episode
-from tests.sim_model.store_writer import episode_length
+from tests.sim_model.data.store_writer import episode_length
 
 FEATURES = pusht_features(resolution=32)
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def _filled(path: Path, lengths: tuple[int, ...], features: FeatureSpec = FEATURES) -> EpisodeStore:
@@ -244,7 +244,7 @@ def _expected_checksum(index: int) -> str:
 
 def _kill_writer_once(path: Path, delay: float) -> int:
     """Start a writer, SIGKILL it after `delay` s; return how many episodes it reported done."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.sim_model.store_writer", str(path)],
+    proc = subprocess.Popen([sys.executable, "-m", "tests.sim_model.data.store_writer", str(path)],
                             cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
     ready = proc.stdout.readline().split()
     assert ready[:1] == ["ready"], f"writer did not start: {ready}"
