@@ -33,7 +33,6 @@ from sim_model.train.run import stage_config, train_stage_worker
 
 if TYPE_CHECKING:
     from ray.train import Checkpoint
-    from ray.train.context import TrainContext
 
     from sim_model.train.data import TrainingData
 
@@ -71,7 +70,8 @@ def train_on_cluster(stage: Stage, data_path: str, out: str | os.PathLike[str], 
         setup: dict[str, Any] = {"stage": stage, "data": data, "out": str(out_dir),
                                  "config": cfg.model_dump(mode="json"), "shards": shards,
                                  "threads": threads or 1, "time_limit_s": time_limit_s,
-                                 "init_from": init_from, "progress": progress, "publish": storage is not None}
+                                 "init_from": init_from, "progress": progress, "publish": storage is not None,
+                                 "data_ref": _put_data(data)}
         trainer = _torch_trainer(setup, workers, cpus, gpus_per_worker, storage or str(out_dir / "ray"),
                                  stage if storage else f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}",
                                  max_failures)
@@ -214,35 +214,36 @@ def _train_worker(setup: dict[str, Any]) -> None:
 
         replica.publish = publish
     device = get_device()
-    data = _node_shared_data(setup["data"], context, replica.world_size)
+    data = _shared_data(setup["data_ref"])
     train_stage_worker(setup["stage"], setup["data"], setup["out"], TrainConfig.model_validate(setup["config"]),
                        device=str(device), progress=setup["progress"], time_limit_s=setup["time_limit_s"],
                        init_from=setup["init_from"], replica=replica, data=data)
 
 
-def _node_shared_data(path: str, context: TrainContext, world_size: int) -> TrainingData:
-    """The episode store in RAM once per node, not once per worker: the node's first worker loads
-    it into Ray's object store, and every worker of the node maps those arrays read-only
-    (zero-copy). A node's memory then holds one copy whatever its worker count."""
+def _put_data(path: str) -> Any:
+    """The episode store's arrays in Ray's object store, loaded once by the driver. Ray moves the
+    object to each node once and every worker of a node maps the same arrays read-only
+    (zero-copy): a node's memory holds one copy whatever its worker count. The reference travels
+    in the trainer's config through Ray's own serialization, nothing of ours is pickled."""
+    import ray
+
+    from sim_model.train.data import TrainingData
+
+    loaded = TrainingData.from_store(path)
+    return ray.put({"features": loaded.features, "frames": loaded.frames.numpy(),
+                    "actions": loaded.actions, "states": loaded.states, "ends": loaded.ends})
+
+
+def _shared_data(ref: Any) -> TrainingData:
+    """The arrays `_put_data` stored, as this worker's TrainingData (read-only views)."""
     import warnings
 
     import numpy as np
     import ray
     import torch
-    import torch.distributed as dist
-    from ray import cloudpickle
 
     from sim_model.train.data import TrainingData
 
-    ref: Any = None
-    if context.get_local_rank() == 0:
-        loaded = TrainingData.from_store(path)
-        ref = ray.put({"features": loaded.features, "frames": loaded.frames.numpy(),
-                       "actions": loaded.actions, "states": loaded.states, "ends": loaded.ends})
-    if world_size > 1:  # each worker learns its node's reference
-        offers: list[Any] = [None] * world_size
-        dist.all_gather_object(offers, (context.get_node_rank(), None if ref is None else cloudpickle.dumps(ref)))
-        ref = next(cloudpickle.loads(r) for node, r in offers if node == context.get_node_rank() and r)
     arrays: dict[str, Any] = ray.get(ref)
     with warnings.catch_warnings():  # read-only by design: training never writes into its data
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
