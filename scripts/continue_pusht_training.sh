@@ -10,6 +10,7 @@
 #   scripts/continue_pusht_training.sh                                   # CPU, ~35 min
 #   DEVICE=cuda BATCH=64 DYN_MIN=8 FT_MIN=2 scripts/continue_pusht_training.sh   # GPU burst
 #   RECIPE=experiments/recipes/control.json scripts/continue_pusht_training.sh   # another recipe
+#   FROM=experiments/checkpoints/pusht_v14_candidate scripts/continue_pusht_training.sh runs/out  # another start
 #
 # Then measure it: scripts/report_pusht_model.sh, and update docs/models/pusht.md.
 set -euo pipefail
@@ -25,6 +26,7 @@ FT_MIN="${FT_MIN:-5}"
 DATA="${DATA:-data/pusht_train.zarr}"
 RUN="${RUN:-runs/pusht_continue}"
 RECIPE="${RECIPE:-experiments/recipes/recipeA_lowlr.json}"  # "" = the checkpoint's own recipe
+FROM="${FROM:-pusht}"            # the checkpoint to continue: a bundled name or a directory
 DEST="${1:-sim_model/bundled/pusht}"
 
 if [ ! -e "$DATA" ]; then
@@ -43,7 +45,7 @@ config = {**recipe, "dynamics": dynamics, "decoder_finetune": {"steps": int(os.e
 print(json.dumps(config, indent=1))
 PY
 common=(--data "$DATA" --out "$RUN" --device "$DEVICE" --threads "$THREADS" --no-progress)
-"$PY" -m pipeline.cli train --stage dynamics --init-from pusht --config "$RUN/continue.json" \
+"$PY" -m pipeline.cli train --stage dynamics --init-from "$FROM" --config "$RUN/continue.json" \
     --time-limit "$DYN_MIN" "${common[@]}"
 "$PY" -m pipeline.cli train --stage decoder-finetune --config "$RUN/continue.json" \
     --time-limit "$FT_MIN" "${common[@]}"
