@@ -8,7 +8,9 @@ JSON, so the curve grows across sessions while the checkpoints themselves stay o
         --arm recipeA_lowlr --recipe "A, lr 1.5e-4" --checkpoint runs/abl_recipeA_lowlr/model
     python -m experiments.learning_curve plot
 
-Hours are the sum of every training stage's wall time in the checkpoint's provenance.
+Hours are the sum of every training stage's wall time in the checkpoint's provenance, less the
+minutes it trained on a GPU (`--gpu-minutes`, from the burst's log): the x axis stays CPU-hours,
+and a point that had GPU time is labelled with it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class CurvePoint(BaseModel):
     t_iou_50_high: float
     long_shape: float
     report: str
+    gpu_minutes: float = 0.0
 
 
 def training_hours(checkpoint: str) -> float:
@@ -45,15 +48,16 @@ def training_hours(checkpoint: str) -> float:
     return sum(s.wall_time_s for s in stages) / 3600
 
 
-def point(report_path: str, arm_name: str, recipe: str, checkpoint: str) -> CurvePoint:
+def point(report_path: str, arm_name: str, recipe: str, checkpoint: str, gpu_minutes: float = 0.0) -> CurvePoint:
     report = json.loads(Path(report_path).read_text())
     arm = next((a for a in report["arms"] if a["name"] == arm_name), None)
     if arm is None:
         raise SystemExit(f"{report_path} has no arm '{arm_name}' ({[a['name'] for a in report['arms']]})")
     at50 = next(h for h in arm["horizons"] if h["horizon"] == 50)["t_iou"]
     return CurvePoint(recipe=recipe, arm=arm_name, checkpoint_hash=arm["checkpoint_hash"],
-                      hours=training_hours(checkpoint), t_iou_50=at50["mean"], t_iou_50_low=at50["low"],
-                      t_iou_50_high=at50["high"], long_shape=arm["long"]["shape"]["mean"], report=report_path)
+                      hours=training_hours(checkpoint) - gpu_minutes / 60, t_iou_50=at50["mean"], t_iou_50_low=at50["low"],
+                      t_iou_50_high=at50["high"], long_shape=arm["long"]["shape"]["mean"], report=report_path,
+                      gpu_minutes=gpu_minutes)
 
 
 def load(path: Path) -> list[CurvePoint]:
@@ -66,7 +70,7 @@ def plot(points: list[CurvePoint], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4.2))
     for recipe in dict.fromkeys(p.recipe for p in points):
         mine = sorted((p for p in points if p.recipe == recipe), key=lambda p: p.hours)
         hours = [p.hours for p in mine]
@@ -74,12 +78,18 @@ def plot(points: list[CurvePoint], out: Path) -> None:
                       yerr=[[p.t_iou_50 - p.t_iou_50_low for p in mine],
                             [p.t_iou_50_high - p.t_iou_50 for p in mine]], capsize=3)
         right.plot(hours, [p.long_shape for p in mine], marker="o", label=recipe)
+        for p in mine:
+            if p.gpu_minutes:
+                for axis, y in ((left, p.t_iou_50), (right, p.long_shape)):
+                    axis.annotate(f"+{p.gpu_minutes:.0f} GPU-min", (p.hours, y), fontsize=6,
+                                  textcoords="offset points", xytext=(4, -8))
     left.axhline(0.6, color="grey", ls="--", lw=0.8)
     right.axhline(0.8, color="grey", ls="--", lw=0.8)
     left.set(xlabel="training CPU-hours", ylabel="T-IoU @ 50 (95% CI)", title="open loop, held out")
     right.set(xlabel="training CPU-hours", ylabel="rigid-shape score", title="2,000-step rollouts")
-    left.legend(fontsize=7)
-    fig.tight_layout()
+    handles, labels = left.get_legend_handles_labels()
+    fig.tight_layout(rect=(0, 0.2, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=7, frameon=False)
     fig.savefig(out, dpi=110)
     plt.close(fig)
 
@@ -87,18 +97,20 @@ def plot(points: list[CurvePoint], out: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    add = sub.add_parser("add", help="add (or replace) one scored checkpoint's point")
+    add = sub.add_parser("add", help="add (or replace) one scored checkpoint's point on a line")
     add.add_argument("--report", required=True)
     add.add_argument("--arm", required=True)
     add.add_argument("--recipe", required=True, help="the line this point belongs to")
     add.add_argument("--checkpoint", required=True, help="the arm's checkpoint (for its training hours)")
+    add.add_argument("--gpu-minutes", type=float, default=0.0,
+                     help="minutes of its training that ran on a GPU (kept off the CPU-hours axis)")
     sub.add_parser("plot", help="draw the curve beside its JSON")
     parser.add_argument("--curve", type=Path, default=CURVE)
     args = parser.parse_args(argv)
     points = load(args.curve)
     if args.command == "add":
-        new = point(args.report, args.arm, args.recipe, args.checkpoint)
-        points = [p for p in points if p.checkpoint_hash != new.checkpoint_hash] + [new]
+        new = point(args.report, args.arm, args.recipe, args.checkpoint, args.gpu_minutes)
+        points = [p for p in points if (p.checkpoint_hash, p.recipe) != (new.checkpoint_hash, new.recipe)] + [new]
         write_text(args.curve, json.dumps([p.model_dump() for p in points], indent=1))
     plot(points, args.curve.with_suffix(".png"))
     return 0

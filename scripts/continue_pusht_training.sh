@@ -10,7 +10,7 @@
 #   scripts/continue_pusht_training.sh                                   # CPU, ~35 min
 #   DEVICE=cuda BATCH=64 DYN_MIN=8 FT_MIN=2 scripts/continue_pusht_training.sh   # GPU burst
 #   RECIPE=experiments/recipes/control.json scripts/continue_pusht_training.sh   # another recipe
-#   FROM=experiments/checkpoints/pusht_v14_candidate scripts/continue_pusht_training.sh runs/out  # another start
+#   FROM=runs/some_run/model scripts/continue_pusht_training.sh runs/out   # continue another checkpoint
 #
 # Then measure it: scripts/report_pusht_model.sh, and update docs/models/pusht.md.
 set -euo pipefail

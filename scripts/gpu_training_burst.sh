@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A world-model training burst on a lent GPU machine: continue a committed PushT checkpoint with
+# A world-model training burst on a lent GPU machine: continue the bundled PushT checkpoint with
 # the chosen recipe for a fixed number of minutes, copying each stage's model out as soon as it
 # exists (a run cut short still returns the dynamics model). Run from the repository root.
 #
@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
-FROM="${FROM:-experiments/checkpoints/pusht_v14_candidate}"
+FROM="${FROM:-pusht}"            # the bundled model, or a checkpoint directory
 DATA="${DATA:-.gpudata/pusht_train.zarr}"
 RUN="${RUN:-runs/gpu_burst}"
 DEST="${DEST:?DEST= the folder the models are copied to}"

@@ -25,3 +25,16 @@ def test_points_accumulate_and_replace_by_checkpoint(tmp_path: Path, tiny_checkp
     assert len(points) == 1 and points[0].t_iou_50 == 0.4 and points[0].long_shape == 0.55
     assert points[0].hours == 0.0  # a random checkpoint has no training stages
     assert (tmp_path / "curve.png").stat().st_size > 1000
+
+
+def test_gpu_minutes_stay_off_the_cpu_axis_and_a_checkpoint_can_start_a_second_line(
+        tmp_path: Path, tiny_checkpoint: Path) -> None:
+    report, curve = _report(tmp_path / "r.json", tiny_checkpoint), tmp_path / "curve.json"
+    base = ["--curve", str(curve), "add", "--report", str(report), "--arm", "a",
+            "--checkpoint", str(tiny_checkpoint)]
+    assert lc.main([*base, "--recipe", "CPU"]) == 0
+    assert lc.main([*base, "--recipe", "GPU", "--gpu-minutes", "6"]) == 0
+    points = {p.recipe: p for p in lc.load(curve)}
+    assert set(points) == {"CPU", "GPU"}  # same checkpoint, two lines
+    assert points["CPU"].gpu_minutes == 0.0 and points["GPU"].gpu_minutes == 6.0
+    assert points["GPU"].hours == points["CPU"].hours - 0.1  # 6 GPU-minutes are not CPU-hours
