@@ -84,7 +84,7 @@ def run_job(spec: JobSpec, *, address: str | None = None, overwrite: bool = Fals
     began = time.monotonic()
     plan = preflight(spec)
     with hold(spec.output.path, job=spec.name, take_over=take_over) as lease:
-        outputs.claim_output(spec, overwrite=overwrite)
+        outputs.claim_output(spec, overwrite=overwrite, model_hash=plan.model_hash)
         outputs.remove_partial_writes(spec.output.path, lease)
         return _JobRun(plan, lease, on_progress, began).run(address)
 

@@ -59,11 +59,13 @@ def clear_output(out: str) -> None:
         storage.remove_file(storage.join(out, name))
 
 
-def claim_output(spec: JobSpec, *, overwrite: bool) -> None:
-    """Make OUT this job's output: fresh, or a resumable earlier run of the same job. Call it
-    holding the output's lease (workers.lease).
+def claim_output(spec: JobSpec, *, overwrite: bool, model_hash: str | None = None) -> None:
+    """Make OUT this job's output: fresh, or a resumable earlier run of the same job made by the
+    same model checkpoint (`model_hash`). Call it holding the output's lease (workers.lease).
 
-    SpecError when OUT holds another job's episodes, naming the fields that differ.
+    SpecError when OUT holds another job's episodes, naming the fields that differ, or episodes
+    of another checkpoint: `model: pusht` names whatever model is bundled, and a re-bundled or
+    retrained model must not resume into a dataset made by its predecessor.
     """
     out = spec.output.path
     if overwrite:
@@ -76,12 +78,27 @@ def claim_output(spec: JobSpec, *, overwrite: bool) -> None:
             raise SpecError(f"{out} holds episodes of a different job (fields that differ: "
                             f"{', '.join(fields) or 'unknown'}). Rerun with the original spec to resume, "
                             "choose another output path, or pass --overwrite to delete them.")
+        _check_model(out, old.get("model_hash") or _manifest_model_hash(out), model_hash, spec.model)
     elif storage.list_names(storage.join(out, COMMITS_DIR)):
         raise SpecError(f"{out} holds committed episodes but no {JOB_FILE}, so they cannot be matched "
                         "to this job; choose another output path or pass --overwrite.")
     storage.write_atomic(storage.join(out, JOB_FILE), json.dumps({"job": spec.name, "content_hash": content_hash(spec),
-                                              "content": _content(spec),
+                                              "model_hash": model_hash, "content": _content(spec),
                                               "spec": spec.model_dump(mode="json")}, indent=1))
+
+
+def _manifest_model_hash(out: str) -> str | None:
+    """The checkpoint hash in OUT's manifest (outputs whose job.json predates its model_hash)."""
+    text = storage.try_read_text(storage.join(out, MANIFEST_FILE))
+    return None if text is None else json.loads(text).get("model_hash")
+
+
+def _check_model(out: str, made_by: str | None, model_hash: str | None, model: str) -> None:
+    if made_by is not None and model_hash is not None and made_by != model_hash:
+        raise SpecError(f"{out} holds episodes made by model checkpoint {made_by}, and this run's model "
+                        f"'{model}' is checkpoint {model_hash} (retrained or re-bundled since). Episodes "
+                        "of two checkpoints are not one dataset: choose another output path, or pass "
+                        "--overwrite to delete them and generate again.")
 
 
 def remove_partial_writes(out: str, lease: Lease, committed: Iterable[EpisodeRecord] | None = None) -> None:

@@ -176,6 +176,27 @@ def test_output_of_another_job_is_refused(tmp_path: Path, init_images: dict) -> 
     assert json.loads((tmp_path / "out" / "job.json").read_text())["spec"]["horizon"] == 9
 
 
+def test_output_of_another_checkpoint_is_refused(tmp_path: Path, init_images: dict) -> None:
+    """`model: pusht` names whatever is bundled: a re-bundled model must not resume into (and
+    relabel) a dataset its predecessor made."""
+    out = tmp_path / "out"
+    spec = JobSpec.model_validate(job_dict("m", init_images, str(out)))
+    claim_output(spec, overwrite=False, model_hash="aaaa")
+    claim_output(spec, overwrite=False, model_hash="aaaa")  # same checkpoint: resumes
+    with pytest.raises(SpecError, match="made by model checkpoint aaaa.*is checkpoint bbbb.*--overwrite"):
+        claim_output(spec, overwrite=False, model_hash="bbbb")
+    assert json.loads((out / "job.json").read_text())["model_hash"] == "aaaa"  # nothing rewritten
+    # An output whose job.json predates the field: the manifest's hash decides.
+    job = json.loads((out / "job.json").read_text())
+    del job["model_hash"]
+    (out / "job.json").write_text(json.dumps(job))
+    (out / "manifest.json").write_text(json.dumps({"model_hash": "aaaa"}))
+    with pytest.raises(SpecError, match="checkpoint aaaa"):
+        claim_output(spec, overwrite=False, model_hash="bbbb")
+    claim_output(spec, overwrite=True, model_hash="bbbb")
+    assert json.loads((out / "job.json").read_text())["model_hash"] == "bbbb"
+
+
 def test_cli_reports_spec_errors_without_traceback(tmp_path: Path, init_images: dict, capsys,
                                                     tiny_checkpoint: Path) -> None:
     bad = write_job(tmp_path / "bad.yaml", job_dict(tmp_path / "nope", init_images, tmp_path / "out"))
