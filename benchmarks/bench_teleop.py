@@ -160,13 +160,15 @@ def measure(server: TeleopServer, url: str, args: argparse.Namespace, screenshot
 
 
 def take_screenshot(page, path: str) -> None:
-    """The page mid-recording, after the target was moved right, then down."""
+    """The page mid-recording, after the target was moved right, then down: ~120 and ~80 of
+    PushT's 512 units at the default key speed, so it stays inside the 25-487 the training data
+    covers (held longer, the target reaches the wall, where the model has not seen the agent)."""
     page.keyboard.down("ArrowRight")
     page.click("#rec-start")
-    time.sleep(1.5)
+    time.sleep(0.6)
     page.keyboard.up("ArrowRight")
     page.keyboard.down("ArrowDown")
-    time.sleep(1.0)
+    time.sleep(0.4)
     page.keyboard.up("ArrowDown")
     time.sleep(1.0)
     page.screenshot(path=path, full_page=True)
