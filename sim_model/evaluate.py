@@ -8,7 +8,10 @@ baseline repeats the last real frame (frame `start`). Metrics at horizon h use t
 at h; an episode counts at h only if it has `start + h` frames after its first.
 
 Task-specific object checks (PushT's T mask IoU and rigid-shape score) come in through a
-`FrameAnalyzer`, so this module stays free of any environment.
+`FrameAnalyzer`, so this module stays free of any environment; an analyzer that also has
+`view_metrics` (see `ViewMetrics`) adds its own per-horizon numbers over all cameras (the sweep
+task's in-goal error, mass conservation and cross-view consistency). With several cameras, PSNR
+and SSIM are also reported per camera.
 """
 
 from __future__ import annotations
@@ -51,6 +54,16 @@ class FrameAnalyzer(Protocol):
         ...
 
 
+class ViewMetrics(Protocol):
+    """An analyzer's own per-horizon metrics (optional beside FrameAnalyzer's methods)."""
+
+    def view_metrics(self, model: np.ndarray, truth: np.ndarray, first: np.ndarray) -> dict[str, float]:
+        """model, truth, first: (V, H, W, 3) frames of one episode at horizon h (first: the start
+        frame). Keys are 'metric/who', who being 'model' and a reference ('baseline': the start
+        frame repeated, or 'truth': the recorded frame), e.g. {'mass/model': .., 'mass/truth': ..}."""
+        ...
+
+
 class Stat(BaseModel):
     """Mean and population std over episodes, with the per-episode values."""
 
@@ -80,6 +93,9 @@ class HorizonMetrics(BaseModel):
                                                "recorded frame: model vs truth, baseline vs truth.")
     shape_score: dict[str, Stat] | None = Field(default=None, description="Object shape score of "
                                                 "the model's frame and, for reference, the recorded one.")
+    extra: dict[str, dict[str, Stat]] | None = Field(
+        default=None, description="PSNR and SSIM per camera ('psnr[top]', 'ssim[side]', ...) when the "
+        "model has several, and the analyzer's own view metrics, each for 'model' and a reference.")
 
 
 class FidelityReport(BaseModel):
@@ -200,8 +216,9 @@ def _load_batch(store: EpisodeStore, episodes: list[int], steps: dict[int, int],
 class _Accumulator:
     """Per-horizon lists of per-episode values, in the order episodes are added."""
 
-    def __init__(self, horizons: list[int], analyzer: FrameAnalyzer | None) -> None:
-        self.analyzer = analyzer
+    def __init__(self, horizons: list[int], analyzer: FrameAnalyzer | None,
+                 cameras: Sequence[str] = ()) -> None:
+        self.analyzer, self.cameras = analyzer, list(cameras)
         self.values: dict[int, dict[str, list[float]]] = {h: {} for h in horizons}
         self.episodes: dict[int, list[int]] = {h: [] for h in horizons}
 
@@ -216,8 +233,19 @@ class _Accumulator:
         self._put(h, "psnr/baseline", psnr(first, truth).mean(axis=1))
         self._put(h, "ssim/model", ssim(model, truth).mean(axis=1))
         self._put(h, "ssim/baseline", ssim(first, truth).mean(axis=1))
+        if len(self.cameras) > 1:
+            for metric, fn in (("psnr", psnr), ("ssim", ssim)):
+                for who, frames in (("model", model), ("baseline", first)):
+                    values = fn(frames, truth)  # (R, V)
+                    for v, camera in enumerate(self.cameras):
+                        self._put(h, f"extra:{metric}[{camera}]/{who}", values[:, v])
         if self.analyzer is None:
             return
+        view_metrics = getattr(self.analyzer, "view_metrics", None)
+        if callable(view_metrics):
+            for row in range(len(model)):
+                for key, value in view_metrics(model[row], truth[row], first[row]).items():
+                    self._put(h, f"extra:{key}", [value])
         an = self.analyzer  # object checks on the first camera
         true_masks = [an.object_mask(f) for f in truth[:, 0]]
         self._put(h, "object_iou/model", [mask_iou(an.object_mask(f), m)
@@ -231,10 +259,15 @@ class _Accumulator:
         out = []
         for h, values in self.values.items():
             grouped: dict[str, dict[str, Stat]] = {}
+            extra: dict[str, dict[str, Stat]] = {}
             for key, vals in values.items():
-                metric, who = key.split("/")
-                grouped.setdefault(metric, {})[who] = Stat.of(vals)
-            out.append(HorizonMetrics(horizon=h, episodes=self.episodes[h], **grouped))
+                metric, who = key.rsplit("/", 1)
+                if metric.startswith("extra:"):
+                    extra.setdefault(metric.removeprefix("extra:"), {})[who] = Stat.of(vals)
+                else:
+                    grouped.setdefault(metric, {})[who] = Stat.of(vals)
+            out.append(HorizonMetrics(horizon=h, episodes=self.episodes[h], extra=extra or None,
+                                      **grouped))
         return out
 
 
@@ -263,7 +296,7 @@ def evaluate_fidelity(model: WorldModel, store: EpisodeStore, *,
     chunks = [order[j:j + batch_size] for j in range(0, len(order), batch_size)]
     total = sum(max(steps[i] for i in c) for c in chunks)
     use_state = model.features.state_dim > 0 and store.features.state_dim == model.features.state_dim
-    acc, counter = _Accumulator(kept, analyzer), [0]
+    acc, counter = _Accumulator(kept, analyzer, model.features.camera_names), [0]
     videos: list[EpisodeVideo] = []
 
     def tick() -> None:

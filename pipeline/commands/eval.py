@@ -248,6 +248,9 @@ def run_fidelity(args: argparse.Namespace) -> int:
         video = outdir / f"rollouts.{args.video_format}"
         out.write_video(out.side_by_side(result.videos), video, fps=store.features.fps)
     _console().print(out.fidelity_table(report))
+    extra = out.extra_table(report)
+    if extra is not None:
+        _console().print(extra)
     log.info("wrote %s (metrics.json, fidelity.png, rollouts.%s)", outdir, args.video_format)
     return 0
 

@@ -162,6 +162,29 @@ def fidelity_table(report: FidelityReport) -> Table:
     return table
 
 
+def extra_table(report: FidelityReport) -> Table | None:
+    """Per-camera PSNR/SSIM and the task's own metrics (FidelityReport's `extra`), when any."""
+    names = list(dict.fromkeys(k for h in report.horizons for k in (h.extra or {})))
+    if not names:
+        return None
+    table = Table(title="per camera and task metrics (mean ± std over episodes; reference in brackets)")
+    for name in ["h", *names]:
+        table.add_column(name, justify="right")
+    for h in report.horizons:
+        cells = [str(h.horizon)]
+        for name in names:
+            stats = (h.extra or {}).get(name, {})
+            model = stats.get("model")
+            reference = next((s for who, s in stats.items() if who != "model"), None)
+            digits = 2 if name.startswith("psnr") else 3
+            cell = "" if model is None else f"{model.mean:.{digits}f} ± {model.std:.{digits}f}"
+            if reference is not None:
+                cell += f" [{reference.mean:.{digits}f}]"
+            cells.append(cell)
+        table.add_row(*cells)
+    return table
+
+
 def stability_table(report: StabilityReport) -> Table:
     table = Table(title=f"stability: {report.steps} steps from {report.init} "
                   f"(all finite: {report.all_finite})")

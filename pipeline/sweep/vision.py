@@ -115,3 +115,28 @@ class SweepAnalyzer:
     def probe(self, frame: np.ndarray) -> dict[str, float]:
         fraction, count = in_goal_pixel_fraction(frame)
         return {"particle_pixels": float(count), "in_goal_pixels": fraction}
+
+    def view_metrics(self, model: np.ndarray, truth: np.ndarray, first: np.ndarray) -> dict[str, float]:
+        """The sweep fidelity numbers of one episode at one horizon, from (V, H, W, 3) frames
+        (`top` first, then `side`):
+
+        in_goal_error   |in-goal fraction of the frame - that of the recorded frame| (top view);
+                        the baseline is the start frame repeated.
+        mass            particle pixels of the frame / those of the start frame (top view): 1 when
+                        discs are neither lost nor made; the recorded frame's for reference.
+        cross_view_gap  |in-goal fraction read from top - the one read from side| of the same
+                        frame: views of one scene agree on where the pile is. Recorded frames set
+                        the reference, as the two cameras see the goal's edge differently.
+        """
+        top = {who: in_goal_pixel_fraction(frames[0]) for who, frames in
+               (("model", model), ("truth", truth), ("first", first))}
+        start_mass = max(top["first"][1], 1)
+        out = {"in_goal_error/model": abs(top["model"][0] - top["truth"][0]),
+               "in_goal_error/baseline": abs(top["first"][0] - top["truth"][0]),
+               "mass/model": top["model"][1] / start_mass,
+               "mass/truth": top["truth"][1] / start_mass}
+        if len(model) > 1:
+            for who, frames in (("model", model), ("truth", truth)):
+                side, _ = in_goal_pixel_fraction(frames[1], "side")
+                out[f"cross_view_gap/{who}"] = abs(top[who][0] - side)
+        return out
