@@ -29,6 +29,7 @@ import numpy as np
 from pipeline.pusht.env import PushTSim, wrapped_pose
 from pipeline.pusht.features import pusht_features
 from pipeline.pusht.primitives import PRIMITIVES, Play, kept, moved_steps, play
+from pipeline.tasks import collecting
 from schemas import EpisodeMeta, SpecError
 from sim_model.data.episode import Episode
 from sim_model.data.store import EpisodeStore
@@ -43,20 +44,7 @@ MAX_ATTEMPTS = 25
 
 def parse_mix(text: str) -> dict[str, float]:
     """'push=0.4,rotate=0.2' -> weights (unnormalised); SpecError names what is wrong."""
-    mix: dict[str, float] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep:
-            raise SpecError(f"--mix entry '{item}' has no weight; write NAME=WEIGHT, e.g. push=0.4.")
-        if name not in PRIMITIVES:
-            raise SpecError(f"--mix names unknown primitive '{name}'; known primitives are "
-                            f"{', '.join(PRIMITIVES)}.")
-        try:
-            mix[name] = float(value)
-        except ValueError:
-            raise SpecError(f"--mix weight of '{name}' is '{value}', not a number.") from None
-    return mix
+    return collecting.parse_mix(text, PRIMITIVES)
 
 
 @dataclass(frozen=True)
@@ -70,22 +58,11 @@ class CollectConfig:
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
 
     def __post_init__(self) -> None:
-        for name, low in (("episodes", 1), ("steps", 2), ("seed", 0), ("resolution", 8)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < low:
-                raise SpecError(f"--{name} must be an integer >= {low}, got {value!r}.")
-        if self.resolution > 1024:
-            raise SpecError(f"--resolution {self.resolution} is too large; gym-pusht draws a "
-                            "512x512 canvas, so use at most 1024.")
-        unknown = sorted(set(self.mix) - set(PRIMITIVES))
-        if unknown:
-            raise SpecError(f"mix names unknown primitives {unknown}; known: {', '.join(PRIMITIVES)}.")
-        weights = np.array(list(self.mix.values()), dtype=np.float64)
-        if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:
-            raise SpecError(f"mix weights must be finite, >= 0 and not all 0, got {self.mix}.")
+        collecting.check_config(self, self.mix, PRIMITIVES, min_resolution=8, max_resolution=1024,
+                                why_max="gym-pusht draws a 512x512 canvas")
 
     def mix_text(self) -> str:
-        return ",".join(f"{name}={self.mix[name]:g}" for name in sorted(self.mix))
+        return collecting.mix_text(self.mix)
 
     def primitive(self, index: int) -> str:
         """The primitive episode `index` plays, drawn from the mix."""

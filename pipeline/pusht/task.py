@@ -7,12 +7,11 @@ Cheap to import: each method imports the module it needs (gym-pusht, pymunk, sha
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pipeline.pusht.features import pusht_features
-from schemas import FeatureSpec, SpecError
+from schemas import FeatureSpec
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,30 +53,10 @@ class PushT:
                             "chain=0.2 (default: push=0.35,rotate=0.25,contact=0.1,roam=0.1,chain=0.2)")
 
     def collect(self, args: argparse.Namespace, out: str, progress: CollectProgress) -> str:
-        from pipeline.pusht.collect import (
-            DEFAULT_MIX,
-            CollectConfig,
-            collect,
-            open_output,
-            parse_mix,
-        )
+        from pipeline.pusht import collect as collector
+        from pipeline.tasks.collecting import run_collect
 
-        mix = parse_mix(args.mix) if args.mix is not None else dict(DEFAULT_MIX)
-        config = CollectConfig(episodes=args.episodes, steps=args.steps, seed=args.seed,
-                               resolution=args.resolution, mix=mix)
-        workers = args.workers if args.workers is not None else len(os.sched_getaffinity(0))
-        if workers < 1:
-            raise SpecError(f"--workers must be at least 1, got {workers}.")
-        store = open_output(config, out, overwrite=args.overwrite, resume=args.resume)
-        progress(len(store), config.episodes)
-        stats = collect(config, store, workers=workers,
-                        on_episode=lambda _: progress(len(store), config.episodes))
-        lines = [f"{out}: {stats.episodes} episodes x {config.steps} steps at "
-                 f"{config.resolution}x{config.resolution} added, {len(store)} in the store "
-                 f"(mix {config.mix_text()})"]
-        if stats.episodes:
-            lines.append(stats.table())
-        return "\n".join(lines)
+        return run_collect(collector, args, out, progress)
 
     def scorer(self) -> Scorer:
         from pipeline.pusht.scorer import score_episode

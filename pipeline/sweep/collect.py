@@ -14,7 +14,6 @@ processes gives byte-identical stores; the parent appends in index order.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from pipeline.sweep.env import MAX_PARTICLES, SUCCESS_FRACTION, State, SweepSim,
 from pipeline.sweep.features import sweep_features
 from pipeline.sweep.primitives import PRIMITIVES
 from pipeline.sweep.render import render
+from pipeline.tasks import collecting
 from schemas import EpisodeMeta, SpecError
 from sim_model.data.episode import Episode
 from sim_model.data.store import EpisodeStore
@@ -36,17 +36,7 @@ DEFAULT_MIX = {"sweep": 0.45, "spread": 0.2, "roam": 0.15, "cross": 0.2}
 
 def parse_mix(text: str) -> dict[str, float]:
     """'sweep=0.5,cross=0.2' -> weights (unnormalised); SpecError names what is wrong."""
-    mix: dict[str, float] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, value = (part.strip() for part in item.partition("="))
-        if not sep or name not in PRIMITIVES:
-            raise SpecError(f"--mix entry '{item}' is not NAME=WEIGHT with NAME one of "
-                            f"{', '.join(PRIMITIVES)}.")
-        try:
-            mix[name] = float(value)
-        except ValueError:
-            raise SpecError(f"--mix weight of '{name}' is '{value}', not a number.") from None
-    return mix
+    return collecting.parse_mix(text, PRIMITIVES)
 
 
 @dataclass(frozen=True)
@@ -60,20 +50,11 @@ class CollectConfig:
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
 
     def __post_init__(self) -> None:
-        for name, low in (("episodes", 1), ("steps", 2), ("seed", 0), ("resolution", 16)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < low:
-                raise SpecError(f"--{name} must be an integer >= {low}, got {value!r}.")
-        if self.resolution > 512:
-            raise SpecError(f"--resolution {self.resolution} is too large; use at most 512.")
-        unknown = sorted(set(self.mix) - set(PRIMITIVES))
-        weights = np.array(list(self.mix.values()), dtype=np.float64)
-        if unknown or not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:
-            raise SpecError(f"mix {self.mix} must name primitives among {', '.join(PRIMITIVES)} "
-                            "with finite weights >= 0, not all 0.")
+        collecting.check_config(self, self.mix, PRIMITIVES, min_resolution=16, max_resolution=512,
+                                why_max="the arena is 512 units across")
 
     def mix_text(self) -> str:
-        return ",".join(f"{name}={self.mix[name]:g}" for name in sorted(self.mix))
+        return collecting.mix_text(self.mix)
 
 
 def play(config: CollectConfig, index: int) -> Episode:
@@ -213,6 +194,3 @@ def open_output(config: CollectConfig, out: str, *, overwrite: bool = False,
                         f"asked; rerun with those settings or pass --overwrite.")
     return store
 
-
-def default_workers() -> int:
-    return len(os.sched_getaffinity(0))

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pipeline.sweep.features import sweep_features
-from schemas import FeatureSpec, SpecError
+from schemas import FeatureSpec
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,31 +54,10 @@ class Sweep:
                             "(default: sweep=0.45,spread=0.2,roam=0.15,cross=0.2)")
 
     def collect(self, args: argparse.Namespace, out: str, progress: CollectProgress) -> str:
-        from pipeline.sweep.collect import (
-            DEFAULT_MIX,
-            CollectConfig,
-            collect,
-            default_workers,
-            open_output,
-            parse_mix,
-        )
+        from pipeline.sweep import collect as collector
+        from pipeline.tasks.collecting import run_collect
 
-        mix = parse_mix(args.mix) if args.mix is not None else dict(DEFAULT_MIX)
-        config = CollectConfig(episodes=args.episodes, steps=args.steps, seed=args.seed,
-                               resolution=args.resolution, mix=mix)
-        workers = args.workers if args.workers is not None else default_workers()
-        if workers < 1:
-            raise SpecError(f"--workers must be at least 1, got {workers}.")
-        store = open_output(config, out, overwrite=args.overwrite, resume=args.resume)
-        progress(len(store), config.episodes)
-        stats = collect(config, store, workers=workers,
-                        on_episode=lambda _: progress(len(store), config.episodes))
-        lines = [f"{out}: {stats.episodes} episodes x {config.steps} steps at "
-                 f"{config.resolution}x{config.resolution} (cameras top, side) added, "
-                 f"{len(store)} in the store (mix {config.mix_text()})"]
-        if stats.episodes:
-            lines.append(stats.table())
-        return "\n".join(lines)
+        return run_collect(collector, args, out, progress, cameras=" (cameras top, side)")
 
     def scorer(self) -> Scorer:
         from pipeline.sweep.scorer import score_episode
