@@ -92,13 +92,13 @@ class EpisodeStore(EpisodeReader):
         root = None
         try:
             root = None if store is None else _try_open_group(store)
-            if root is None:
-                raise StoreNotFound(f"no episode store at {location}; create one with "
-                                    "EpisodeStore.create(path, features) (or `iws collect`).")
-            episode_store = cls(location, root, mode, storage_options)
+            episode_store = None if root is None else cls(location, root, mode, storage_options)
         except DECODE_ERRORS as error:
             raise damaged(location, locate(location, root, (layout.ENDS_KEY, layout.META_KEY)),
                           error) from None
+        if episode_store is None:  # outside the try: a missing store is not a damaged one
+            raise StoreNotFound(f"no episode store at {location}; create one with "
+                                "EpisodeStore.create(path, features) (or `iws collect`).")
         if mode == "a":
             episode_store._repair()
         return episode_store

@@ -15,7 +15,7 @@ import zarr
 
 from pipeline.pusht.features import pusht_features
 from schemas import CameraSpec, FeatureSpec, SpecError
-from sim_model.data.store import EpisodeStore, StoreDamaged
+from sim_model.data.store import EpisodeStore, StoreDamaged, StoreNotFound
 from tests.fixtures.store import TINY_LENGTHS, make_pusht_episode
 from tests.sim_model.data.store_writer import episode_length
 
@@ -105,8 +105,10 @@ def test_user_errors_have_clear_messages(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="non-empty directory"):
         EpisodeStore.create(tmp_path / "docs", FEATURES, overwrite=True)
     assert (tmp_path / "docs" / "notes.txt").exists()
-    with pytest.raises(SpecError, match="no episode store at"):
+    with pytest.raises(StoreNotFound, match="^no episode store at"):  # missing, not "damaged"
         EpisodeStore.open(tmp_path / "missing.zarr", "a")
+    with pytest.raises(StoreNotFound, match="^no episode store at"):
+        EpisodeStore.open(tmp_path / "missing.zarr", "r")
     assert not (tmp_path / "missing.zarr").exists()
     zarr.open_group(tmp_path / "plain.zarr", mode="w", zarr_format=2).create_array(
         "x", shape=(1,), dtype="int8")
