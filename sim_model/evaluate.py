@@ -229,14 +229,11 @@ class _Accumulator:
             first: np.ndarray) -> None:
         """model, truth, first: (R, V, H, W, 3) frames at horizon h (first: the start frame)."""
         self.episodes[h].extend(episodes)
-        self._put(h, "psnr/model", psnr(model, truth).mean(axis=1))  # mean over views
-        self._put(h, "psnr/baseline", psnr(first, truth).mean(axis=1))
-        self._put(h, "ssim/model", ssim(model, truth).mean(axis=1))
-        self._put(h, "ssim/baseline", ssim(first, truth).mean(axis=1))
-        if len(self.cameras) > 1:
-            for metric, fn in (("psnr", psnr), ("ssim", ssim)):
-                for who, frames in (("model", model), ("baseline", first)):
-                    values = fn(frames, truth)  # (R, V)
+        for metric, fn in (("psnr", psnr), ("ssim", ssim)):
+            for who, frames in (("model", model), ("baseline", first)):
+                values = fn(frames, truth)  # (R, V)
+                self._put(h, f"{metric}/{who}", values.mean(axis=1))  # mean over views
+                if len(self.cameras) > 1:
                     for v, camera in enumerate(self.cameras):
                         self._put(h, f"extra:{metric}[{camera}]/{who}", values[:, v])
         if self.analyzer is None:
