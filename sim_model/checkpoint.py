@@ -24,7 +24,8 @@ CONFIG = "config.json"
 BUNDLED_DIR = Path(__file__).parent / "bundled"
 BUNDLED = ("pusht",)
 PICKLE_SUFFIXES = {".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".bin", ".tar"}
-_PICKLE_MAGIC = (b"\x80", b"PK\x03\x04")  # pickle protocol >= 2; zip container of torch.save
+# pickle protocols 2-5 (b"\x80" then the protocol number); the zip container of torch.save
+_PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"PK\x03\x04")
 
 
 def _pickle_error(path: Path) -> SpecError:
@@ -74,8 +75,14 @@ def _fetch_s3(uri: str) -> Path:
 
 
 def _looks_pickled(path: Path) -> bool:
+    """True for a pickle or torch.save file. A safetensors file starts with its header's length
+    (8 bytes, little-endian) and then the JSON header itself; whatever the length's first bytes
+    happen to be (a 640-byte header starts 0x80 0x02, as a protocol-2 pickle does), such a file
+    is not a pickle."""
     with open(path, "rb") as handle:
-        head = handle.read(4)
+        head = handle.read(9)
+    if head[8:9] == b"{" and int.from_bytes(head[:8], "little") < path.stat().st_size:
+        return False
     return any(head.startswith(magic) for magic in _PICKLE_MAGIC)
 
 

@@ -78,6 +78,28 @@ def test_pickle_disguised_as_safetensors(copy) -> None:
         WorldModel.load(copy)
 
 
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_pickle_of_every_protocol_disguised_as_safetensors(copy, protocol) -> None:
+    (copy / "model.safetensors").write_bytes(pickle.dumps({"w": 1}, protocol=protocol))
+    with pytest.raises(SpecError, match="never unpickles"):
+        WorldModel.load(copy)
+
+
+def test_safetensors_whose_header_length_starts_like_a_pickle_loads(copy) -> None:
+    """The header length is the file's first 8 bytes: one in 256 checkpoints begins with 0x80, the
+    pickle opcode (a two-camera sweep model did), and a 640-byte header begins 0x80 0x02."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(copy / "model.safetensors")
+    for pad in range(600):
+        save_file(weights, copy / "model.safetensors", metadata={"pad": "x" * pad})
+        head = (copy / "model.safetensors").read_bytes()[:2]
+        if head[0] == 0x80:
+            break
+    assert head[0] == 0x80
+    assert WorldModel.load(copy).checkpoint_hash  # loads: not refused as a pickle
+
+
 def test_dir_with_only_pickle(copy) -> None:
     (copy / "model.safetensors").unlink()
     (copy / "model.pt").write_bytes(pickle.dumps({"w": 1}))
