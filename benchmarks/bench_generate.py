@@ -130,7 +130,7 @@ def main() -> None:
         else:
             model, images = make_model(args.preset, args.resolution, work), init_images(args.resolution, work)
         if not args.embedded:
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+            ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
         rows, raw = [], {}
         for replicas in args.replicas:
             for batch in args.batch:

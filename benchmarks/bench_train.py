@@ -148,7 +148,7 @@ def main() -> None:
             train_stage("autoencoder", data, base, config_file=str(config), progress=False)
         cfg = stage_config(args.stage, base, config_file=str(config))
         batch = cfg.stage(args.stage).batch_size
-        ray.init(num_cpus=max(args.workers), include_dashboard=False, logging_level="ERROR")
+        ray.init(address="local", num_cpus=max(args.workers), include_dashboard=False, logging_level="ERROR")
         rows = []
         for workers in args.workers:
             out = tmp / f"w{workers}"

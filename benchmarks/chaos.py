@@ -417,7 +417,7 @@ def soak_setup(work: Path) -> Iterator[Soak]:
         os.environ["IWS_CACHE_DIR"] = str(work / "cache")
         # Drivers and Ray's workers (which inherit the raylet's environment) import this checkout.
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")  # our own
         try:
             address = ray.get_runtime_context().gcs_address
             yield Soak(work=work, job=make_job(work), address=address, proxy=proxy, env=dict(os.environ))

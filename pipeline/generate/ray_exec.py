@@ -48,7 +48,10 @@ def connect(address: str | None) -> bool:
         # Embedded Ray: workers import user callables ('my_policies:act') from the working
         # directory, as the driver does. A cluster gets code through its image or runtime_env.
         path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)
-        kwargs = {"include_dashboard": False, "runtime_env": {"env_vars": {"PYTHONPATH": path}}}
+        # address="local": a cluster of our own even when another runs on this machine (a bare
+        # ray.init() would join the newest one found in /tmp/ray).
+        kwargs = {"address": "local", "include_dashboard": False,
+                  "runtime_env": {"env_vars": {"PYTHONPATH": path}}}
         _choose_token_auth()
     try:
         ray.init(logging_level=logging.WARNING, **kwargs)
