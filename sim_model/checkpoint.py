@@ -22,7 +22,7 @@ from sim_model.storage.uri import is_s3
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
 BUNDLED_DIR = Path(__file__).parent / "bundled"
-BUNDLED = ("pusht",)
+BUNDLED = ("pusht", "sweep")
 PICKLE_SUFFIXES = {".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".bin", ".tar"}
 # pickle protocols 2-5 (b"\x80" then the protocol number); the zip container of torch.save
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"PK\x03\x04")

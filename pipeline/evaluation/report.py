@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel
+from rich.markup import escape
 from rich.table import Table
 
 from sim_model.evaluate import EpisodeVideo, FidelityReport, Stat
@@ -169,7 +170,7 @@ def extra_table(report: FidelityReport) -> Table | None:
         return None
     table = Table(title="per camera and task metrics (mean ± std over episodes; reference in brackets)")
     for name in ["h", *names]:
-        table.add_column(name, justify="right")
+        table.add_column(escape(name), justify="right")  # 'psnr[top]' is not rich markup
     for h in report.horizons:
         cells = [str(h.horizon)]
         for name in names:

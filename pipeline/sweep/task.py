@@ -1,6 +1,6 @@
 """Bimanual pile sweeping as a task of the registry (pipeline.tasks): the pymunk arena's play,
 the in-goal pixel scorer, the pile's pixel checks, the arena as ground truth and the broom
-demonstrator. No bundled model yet.
+demonstrator, and its bundled model (docs/models/sweep.md).
 
 Cheap to import: each method imports the module it needs (pymunk, PIL) when called.
 """
@@ -33,7 +33,7 @@ class Sweep:
     summary = "bimanual pile sweeping in pymunk, two cameras, scripted play"
     scorer_name = "sweep_in_goal"
     demonstrator = "pipeline.sweep.demonstrator:SweepDemonstrator"
-    bundled_model = None
+    bundled_model = "sweep"
 
     def features(self) -> FeatureSpec:
         return sweep_features()
