@@ -13,4 +13,5 @@ pytest_plugins = [
     "tests.fixtures.model",
     "tests.fixtures.s3",
     "tests.fixtures.ray_head",
+    "tests.fixtures.threads",
 ]

@@ -12,14 +12,7 @@ from sim_model.evaluate import evaluate_fidelity, mask_iou, plan_horizons
 from sim_model.metrics import PSNR_MAX_DB, psnr, ssim
 from sim_model.world_model import WorldModel
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Two cores shared by many test processes: one thread avoids oversubscription stalls."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

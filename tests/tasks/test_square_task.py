@@ -40,16 +40,6 @@ def model(square: Square, tmp_path: Path) -> Path:
     return WorldModel.random(square.features(), preset="tiny", seed=0).save(tmp_path / "model")
 
 
-@pytest.fixture
-def one_thread():
-    import torch
-
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
-
-
 def test_collect_takes_the_task_and_its_own_flags(capsys, square: Square, collected: Path) -> None:
     store = EpisodeStore.open(collected)
     assert store.features == square.features() and len(store) == 3
@@ -59,7 +49,7 @@ def test_collect_takes_the_task_and_its_own_flags(capsys, square: Square, collec
 
 
 def test_eval_policy_scores_with_the_tasks_scorer_and_ground_truth(
-        square: Square, collected: Path, model: Path, tmp_path: Path, one_thread) -> None:
+        square: Square, collected: Path, model: Path, tmp_path: Path, one_torch_thread) -> None:
     out = tmp_path / "eval"
     assert main(["eval", "policy", "--model", str(model), "--policy", square.demonstrator,
                  "--init", str(collected), "--episodes", "2", "--horizon", "6", "--batch-size", "2",
@@ -74,7 +64,7 @@ def test_eval_policy_scores_with_the_tasks_scorer_and_ground_truth(
 
 
 def test_fidelity_takes_the_tasks_object_mask(square: Square, collected: Path, model: Path,
-                                              tmp_path: Path, one_thread) -> None:
+                                              tmp_path: Path, one_torch_thread) -> None:
     out = tmp_path / "fid"
     assert main(["eval", "fidelity", "--model", str(model), "--data", str(collected),
                  "--horizons", "1,3", "--object-mask", "square", "--batch-size", "3",

@@ -18,17 +18,7 @@ from workers.init_frames import list_init_refs, load_init
 from workers.replica import WorldModelReplica
 from workers.writer import commit_uri, committed_records, episode_uri
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Ray gives each replica one thread (OMP_NUM_THREADS); do the same in-process. On a busy
-    2-core machine, 2 threads make these tiny steps ~30x slower."""
-    import torch
-
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture

@@ -32,15 +32,7 @@ STEP = 0.4 * (FEATURES.action_high[0] - FEATURES.action_low[0]) / 10  # 40% of t
 N = 5
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Batch-1 steps of a tiny model: on 2 busy cores, 2 OpenMP threads are far slower than 1."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -15,15 +15,9 @@ from yarl import URL
 from pipeline.teleop.access import display_name, is_loopback, scrub_paths
 from pipeline.teleop.protocol import unpack_frame
 from sim_model.data.store import EpisodeStore
-from tests.pipeline.teleop.test_teleop_server import (
-    Tab,
-    make_server,
-    one_torch_thread,
-    serve,
-    ws_url,
-)
+from tests.pipeline.teleop.test_teleop_server import Tab, make_server, serve, ws_url
 
-__all__ = ["one_torch_thread"]  # the autouse fixture, imported so that it applies here too
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 async def attempt(http: aiohttp.ClientSession, url: str, **connect: object) -> int:

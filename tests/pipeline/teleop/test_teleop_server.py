@@ -20,14 +20,7 @@ from sim_model.data.store import EpisodeStore
 STEP = 0.4 * 512 / 10
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # see test_teleop_session.py
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def make_server(tiny_checkpoint: Path, store: EpisodeStore, record_to: Path | None,

@@ -24,15 +24,7 @@ from workers.actions.streams import ActionStreams
 STEP = 0.4 * 512 / 10  # default mapping: 40% of the 0..512 range per second, 10 Hz model
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Batch-1 steps of a tiny model: on 2 busy cores, 2 OpenMP threads are ~20x slower than 1."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -28,13 +28,7 @@ def _metrics(run: Path, stage: str) -> list[dict]:
     return [json.loads(line) for line in (run / stage / "metrics.jsonl").read_text().splitlines()]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """oneDNN's 2-thread kernels spin badly on a shared 2-core box; 1 thread is steadier."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-import torch
 from safetensors.torch import load_file
 
 from pipeline.cli import main as iws
@@ -37,7 +36,8 @@ from sim_model.world_model import WorldModel
 from tests.fixtures.ray_cluster import REPO_ROOT
 from tests.fixtures.s3 import S3Bucket
 
-pytestmark = pytest.mark.slow  # each Ray Train run starts its workers: ~10-20 s on 2 busy cores
+# slow: each Ray Train run starts its workers, ~10-20 s on 2 busy cores
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 EVERY_STEP = {"val_every": 1, "sample_every": 1000, "val_batches": 1, "warmup": 2, "decay_fraction": 0.0}
 
@@ -58,14 +58,6 @@ def _weights_hash(run: Path, stage: str) -> str:
     for key in sorted(tensors):
         digest.update(key.encode() + tensors[key].numpy().tobytes())
     return digest.hexdigest()
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
