@@ -13,7 +13,9 @@ from sim_model.train.common import (
     batch_images,
     decoder_loss,
     fixed_noise,
+    median_background,
     perturb_latent,
+    pixel_weights,
     psnr,
     save_grid,
 )
@@ -29,11 +31,13 @@ def autoencoder_task(net: WorldModelNet, train: DataView, val: DataView, cfg: St
     params = [*net.encoder.parameters(), *net.decoder.parameters()]
     if net.state_head is not None:
         params += list(net.state_head.parameters())
+    background = median_background(data) if cfg.object_weight else None
 
     def losses(idx: np.ndarray, rng: TrainRNG) -> tuple[torch.Tensor, Logs]:
         x0 = batch_images(data, idx, device)
         z = net.encode(x0)
-        rec = decoder_loss(net, x0, perturb_latent(z, cfg.latent_noise, rng), rng)
+        rec = decoder_loss(net, x0, perturb_latent(z, cfg.latent_noise, rng), rng,
+                           pixel_weights(data, idx, background, cfg.object_weight, device))
         logs = {"rec": rec.item()}
         loss = rec
         if net.state_head is not None and data.states is not None:

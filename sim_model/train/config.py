@@ -47,7 +47,9 @@ class StageConfig(BaseModel):
     object_weight: float = Field(default=0.0, ge=0,
                                  description="Dynamics: extra loss weight on latent cells that show an "
                                  "object (pixels far from the dataset's median frame) in the target or "
-                                 "the frame before it (0 = off).")
+                                 "the frame before it (0 = off). Autoencoder and decoder fine-tune: "
+                                 "extra loss weight on object pixels (grown by two pixels) of the "
+                                 "decoded frame.")
     rollout_buffer: int = Field(default=0, ge=0,
                                 description="Dynamics: windows kept rolling on the model's own "
                                 "predictions across steps (0 = off). Their context is generated as deep "

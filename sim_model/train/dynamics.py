@@ -24,7 +24,14 @@ from sim_model.nn.dynamics import next_latent, previous
 from sim_model.nn.sampler import noisy
 from sim_model.nn.world import WorldModelNet, to_images
 from sim_model.normalize import Normalizer
-from sim_model.train.common import batch_images, decoder_times, psnr, save_grid
+from sim_model.train.common import (
+    batch_images,
+    decoder_times,
+    foreground_cells,
+    median_background,
+    psnr,
+    save_grid,
+)
 from sim_model.train.config import StageConfig
 from sim_model.train.data import DataView, TrainingData
 from sim_model.train.loop import Logs, StageTask
@@ -127,24 +134,6 @@ class RolloutBuffer:
             self.idx[restart] = self.view.window_indices(rng, len(restart), self.length)
             self.src[restart] = self.latents(self.idx[restart])
             self.depth[restart] = 0
-
-
-def median_background(data: TrainingData, frames: int = 512, seed: int = 0) -> torch.Tensor:
-    """(V, H, W, 3) uint8: per-pixel median over frames drawn from the whole dataset. Objects
-    that move between episodes (the agent, the block) vanish from it; the static scene stays."""
-    idx = np.sort(np.random.default_rng(seed).choice(len(data.frames), min(frames, len(data.frames)),
-                                                     replace=False))
-    return data.frames[torch.from_numpy(idx)].median(dim=0).values
-
-
-def foreground_cells(frames: torch.Tensor, background: torch.Tensor, width: int,
-                     threshold: int = 40) -> torch.Tensor:
-    """uint8 frames (N, V, H, W, 3) -> (N, V, 1, h, w) float: 1 where any pixel of the latent
-    cell differs from the background by more than `threshold` levels in some channel."""
-    diff = (frames.short() - background.short()).abs().amax(-1) > threshold  # (N, V, H, W)
-    n, v, height, w_px = diff.shape
-    cells = F.max_pool2d(diff.reshape(n * v, 1, height, w_px).float(), w_px // width)
-    return cells.reshape(n, v, 1, *cells.shape[-2:])
 
 
 def dynamics_task(net: WorldModelNet, train: DataView, val: DataView, cfg: StageConfig,

@@ -18,7 +18,9 @@ from sim_model.train.common import (
     batch_images,
     decoder_loss,
     fixed_noise,
+    median_background,
     perturb_latent,
+    pixel_weights,
     psnr,
     save_grid,
 )
@@ -34,6 +36,7 @@ def finetune_task(net: WorldModelNet, train: DataView, val: DataView, cfg: Stage
                   decode_steps: int, seed: int) -> StageTask:
     data = train.data
     latents = LatentCache(net, data, device)
+    background = median_background(data) if cfg.object_weight else None
     per_window = window - 1
     n_windows = max(1, cfg.batch_size // per_window)
 
@@ -47,12 +50,14 @@ def finetune_task(net: WorldModelNet, train: DataView, val: DataView, cfg: Stage
 
     def losses(rng: TrainRNG, from_dynamics: bool, view: DataView) -> torch.Tensor:
         if from_dynamics:
-            z, x0 = predicted(view.window_indices(rng.numpy, n_windows, window), rng)
+            windows = view.window_indices(rng.numpy, n_windows, window)
+            z, x0 = predicted(windows, rng)
+            targets = windows[:, 1:].reshape(-1)
         else:
-            idx = view.frame_indices(rng.numpy, cfg.batch_size)
-            x0 = batch_images(data, idx, device)
-            z = perturb_latent(latents(idx), cfg.latent_noise, rng)
-        return decoder_loss(net, x0, z, rng)
+            targets = view.frame_indices(rng.numpy, cfg.batch_size)
+            x0 = batch_images(data, targets, device)
+            z = perturb_latent(latents(targets), cfg.latent_noise, rng)
+        return decoder_loss(net, x0, z, rng, pixel_weights(data, targets, background, cfg.object_weight, device))
 
     def loss(step: int, progress: float, rng: TrainRNG) -> tuple[torch.Tensor, Logs]:
         from_dynamics = float(rng.rand(1, device=torch.device("cpu"))) < cfg.dynamics_latent_prob

@@ -130,23 +130,6 @@ def test_train_config_accepts_recipe_overrides() -> None:
     assert cfg.dynamics.feedback_depth == 4
 
 
-def test_foreground_cells_find_the_moving_object() -> None:
-    """The dataset's median frame is the empty scene; a frame's foreground cells are the latent
-    cells its square covers."""
-    from sim_model.train.dynamics import foreground_cells, median_background
-
-    data = TrainingData.from_episodes([make_square_episode(i, 20) for i in range(6)], square_features())
-    background = median_background(data)
-    assert (background == 30).all()
-    cells = foreground_cells(data.frames[:3], background, width=4)  # (3, V, 1, 4, 4): 4x4-pixel cells
-    assert cells.shape == (3, 1, 1, 4, 4)
-    for frame, mask in zip(data.frames[:3], cells, strict=True):
-        ys, xs = np.nonzero((frame[0].numpy() != 30).any(-1))
-        expected = np.zeros((4, 4))
-        expected[ys // 4, xs // 4] = 1
-        np.testing.assert_array_equal(mask[0, 0].numpy(), expected)
-
-
 def test_object_weight_trains() -> None:
     net, dyn = _net()
     task = _task(net, dyn, _data(), object_weight=5.0)
