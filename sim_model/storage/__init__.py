@@ -31,6 +31,7 @@ from sim_model.storage.paths import (
     remove_if,
     remove_tree,
     replace_if,
+    try_read_bytes,
     try_read_text,
     write_atomic,
     write_new,
@@ -60,6 +61,6 @@ __all__ = [
     "children_with", "create_versioned", "discard_staged", "ensure_writable_dir", "exists",
     "fetch", "glob", "is_file", "is_remote", "is_s3", "is_url", "join", "list_names", "local_path",
     "on_s3", "publish_dir", "read_many", "read_text", "read_versioned", "remove_file", "remove_if",
-    "remove_stale_staging", "remove_tree", "replace_if", "staging_dir", "try_read_text",
+    "remove_stale_staging", "remove_tree", "replace_if", "staging_dir", "try_read_bytes", "try_read_text",
     "write_atomic", "write_new",
 ]

@@ -53,6 +53,16 @@ def try_read_text(uri: str) -> str | None:
         return None
 
 
+def try_read_bytes(uri: str) -> bytes | None:
+    """The file's bytes, or None if it does not exist."""
+    if on_s3(uri):
+        return remote.try_read_bytes(uri)
+    try:
+        return local_path(uri).read_bytes()
+    except FileNotFoundError:
+        return None
+
+
 def read_many(uris: list[str]) -> list[str | None]:
     """try_read_text of each URI (in parallel on S3, where each read is a round trip)."""
     if uris and on_s3(uris[0]):

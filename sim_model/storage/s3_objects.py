@@ -80,10 +80,15 @@ def is_file(uri: str) -> bool:
     return bool(key) and _call(uri, "head_object", missing_ok=True, Bucket=bucket, Key=key) is not None
 
 
-def try_read_text(uri: str) -> str | None:
+def try_read_bytes(uri: str) -> bytes | None:
     bucket, key = s3.split(uri)
     response = _call(uri, "get_object", missing_ok=True, Bucket=bucket, Key=key)
-    return None if response is None else response["Body"].read().decode()
+    return None if response is None else response["Body"].read()
+
+
+def try_read_text(uri: str) -> str | None:
+    data = try_read_bytes(uri)
+    return None if data is None else data.decode()
 
 
 def read_many(uris: list[str]) -> list[str | None]:

@@ -85,3 +85,86 @@ def to_jsonable(stats: dict[str, Stats]) -> dict[str, dict[str, list]]:
     """Stats as nested lists (the form of lerobot's meta/stats.json)."""
     return {feature: {key: np.asarray(value).tolist() for key, value in feature_stats.items()}
             for feature, feature_stats in stats.items()}
+
+
+def merge_stats(stacked: Stats) -> Stats:
+    """Stats of the union of several parts' values from the parts' stats alone, each stat of every
+    part stacked along a new first axis (`count` (P, 1)): `count`, `min`, `max`, `mean` and `std`
+    exactly (pooled moments); quantiles are estimated (`mixture_quantiles`), since the values
+    themselves are not read again."""
+    counts = np.asarray(stacked["count"], dtype=np.float64).reshape(-1)
+    if len(counts) == 0 or counts.sum() <= 0:
+        raise ValueError("merging statistics needs at least one value")
+    means = np.asarray(stacked["mean"], dtype=np.float64)
+    weights = (counts / counts.sum()).reshape(-1, *([1] * (means.ndim - 1)))
+    mean = (weights * means).sum(0)
+    spread = np.asarray(stacked["std"], dtype=np.float64) ** 2 + (means - mean) ** 2
+    merged: Stats = {
+        "min": np.asarray(stacked["min"]).min(axis=0),
+        "max": np.asarray(stacked["max"]).max(axis=0),
+        "mean": mean,
+        "std": np.sqrt(np.maximum((weights * spread).sum(0), 0.0)),
+        "count": np.array([int(counts.sum())], dtype=np.int64),
+    }
+    if all(key in stacked for key in QUANTILES):
+        binary = np.asarray(stacked["min"]).dtype == np.bool_
+        merged.update(_binary_quantiles(mean, int(counts.sum())) if binary
+                      else mixture_quantiles(stacked, counts))
+    return merged
+
+
+def _binary_quantiles(mean: np.ndarray, count: int) -> Stats:
+    """Exact np.quantile of boolean values from their count and share of True: sorted, they are
+    the Falses then the Trues."""
+    falses = np.rint((1 - mean) * count)
+    out: Stats = {}
+    for key, q in QUANTILES.items():
+        position = q * (count - 1)
+        # value at `position` (0-based) interpolated between its neighbours, 0 below `falses`
+        out[key] = np.clip(position - (falses - 1), 0.0, 1.0)
+    return out
+
+
+def mixture_quantiles(stacked: Stats, counts: np.ndarray) -> Stats:
+    """Quantiles of the union of parts, each part's distribution taken as the piecewise-linear
+    CDF through its min, quantiles and max, mixed in proportion to its count; per element of the
+    stats' trailing shape. Much closer than averaging the parts' quantiles (lerobot's merge) when
+    parts differ, e.g. episodes that cover different regions; exact only for one part."""
+    knots = np.stack([np.asarray(stacked[k], dtype=np.float64)
+                      for k in ("min", *QUANTILES, "max")], axis=1)  # (P, K, ...)
+    shape = knots.shape[2:]
+    knots = knots.reshape(*knots.shape[:2], -1)
+    levels = np.array([0.0, *QUANTILES.values(), 1.0])
+    weights = counts / counts.sum()
+    out = np.empty((len(QUANTILES), knots.shape[2]))
+    for e in range(knots.shape[2]):
+        out[:, e] = _invert_mixture(np.sort(knots[:, :, e], axis=1), levels, weights,
+                                    np.array(list(QUANTILES.values())))
+    return {key: out[i].reshape(shape) for i, key in enumerate(QUANTILES)}
+
+
+def _invert_mixture(knots: np.ndarray, levels: np.ndarray, weights: np.ndarray,
+                    targets: np.ndarray) -> np.ndarray:
+    """knots (P, K): each part's values at CDF `levels` (K,); the mixture's quantiles at `targets`."""
+    start, stop = knots[:, :-1].ravel(), knots[:, 1:].ravel()
+    mass = (weights[:, None] * np.diff(levels)[None, :]).ravel()
+    spread = stop > start
+    # Mass on a segment of positive width is spread evenly over it; on a point, a jump there.
+    xs = np.unique(np.concatenate([start, stop]))
+    change = np.zeros(len(xs))
+    np.add.at(change, np.searchsorted(xs, start[spread]), mass[spread] / (stop - start)[spread])
+    np.add.at(change, np.searchsorted(xs, stop[spread]), -mass[spread] / (stop - start)[spread])
+    density = np.cumsum(change)  # on [xs[j], xs[j+1])
+    jumps = np.zeros(len(xs))
+    np.add.at(jumps, np.searchsorted(xs, start[~spread]), mass[~spread])
+    before = np.zeros(len(xs))  # mass below xs[j] (left limit)
+    before[1:] = np.cumsum(jumps[:-1] + density[:-1] * np.diff(xs))
+    at = before + jumps  # mass up to and including xs[j]
+    result = np.empty(len(targets))
+    for i, q in enumerate(targets):
+        j = min(int(np.searchsorted(at, q - 1e-12)), len(xs) - 1)  # first knot with mass >= q
+        if j > 0 and before[j] >= q and density[j - 1] > 0:  # reached inside the segment below
+            result[i] = xs[j - 1] + (q - at[j - 1]) / density[j - 1]
+        else:
+            result[i] = xs[j]
+    return result
