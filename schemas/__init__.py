@@ -5,10 +5,10 @@ from schemas.errors import SpecError, load_yaml, validate
 from schemas.features import CameraSpec, ExtraSpec, FeatureSpec
 from schemas.job import JobSpec
 from schemas.lease import LeaseRecord
-from schemas.manifest import ExportRecord, RunManifest
+from schemas.manifest import ExportRecord, PartRecord, RunManifest
 
 __all__ = [
-    "CameraSpec", "EpisodeMeta", "EpisodeRecord", "EpisodeSpec", "ExportRecord", "ExtraSpec",
+    "CameraSpec", "EpisodeMeta", "EpisodeRecord", "EpisodeSpec", "ExportRecord", "ExtraSpec", "PartRecord",
     "FeatureSpec", "JobSpec", "LeaseRecord", "RunManifest", "SpecError", "load_yaml",
     "validate",
 ]

@@ -36,3 +36,19 @@ class ExportRecord(BaseModel):
     camera_keys: dict[str, str] = Field(default_factory=dict, description="Cameras exported under "
                                         "other keys than the default (output.lerobot_camera_keys).")
     finished: str = Field(description="ISO-8601 UTC time the export was completed.")
+
+
+class PartRecord(BaseModel):
+    """The commit marker of one part of a job's LeRobot dataset (OUT/lerobot_parts/<key>.json),
+    written after the part's files: the kept episodes of one group, in order, with the checksums
+    of the committed episodes they were made from. A part whose marker disagrees with the
+    committed episodes or the job's camera keys is made again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: int = Field(ge=0, description="Index of the group's first episode; parts are ordered by it.")
+    episodes: list[tuple[str, str]] = Field(default_factory=list,
+                                            description="(episode id, checksum) of each episode in the part.")
+    frames: int = Field(default=0, ge=0, description="Frames in the part.")
+    camera_keys: dict[str, str] = Field(default_factory=dict,
+                                        description="Cameras written under other keys (output.lerobot_camera_keys).")

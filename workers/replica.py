@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from schemas import EpisodeMeta, EpisodeRecord, EpisodeSpec, JobSpec, SpecError
 from sim_model.data.episode import Episode
+from workers import parts
 from workers.actions import GroupActions, make_action_source
 from workers.closed_loop import ClosedLoopRollout, roll_closed_loop
 from workers.scoring import Scorer, import_scorer, score_episode
@@ -90,25 +91,48 @@ class WorldModelReplica:
             return [], str(error)
 
     def roll_group(self, specs: list[EpisodeSpec]) -> list[EpisodeRecord]:
-        """Roll a group in lockstep and commit every episode not committed yet."""
+        """Roll a group in lockstep and commit every episode not committed yet; with LeRobot
+        output, then write the group's part (workers/parts.py) unless it is current. A group
+        whose episodes are all committed is not rolled again: its part, if missing, is made
+        from the stored episodes."""
         existing = [read_commit(self.out, s.episode_id) for s in specs]
         if all(r is not None for r in existing):
-            return [r for r in existing if r is not None]
+            records = [r for r in existing if r is not None]
+            if self._part_missing(specs, records):
+                self._write_part(specs, parts.stored_episodes(self.out, records), records)
+            return records
         start = time.perf_counter()
         policy = GroupActions(self.sources, self.wm.features.action_dim)
         rollout = roll_closed_loop(self.wm, policy, specs, who="action source", abandon=self.abandon)
-        records = []
+        records, episodes = [], []
         for row, spec in enumerate(specs):
             record = existing[row]
-            if record is None:  # rolled again only to keep the batch identical; already stored
-                episode = self._episode(spec, row, rollout, policy.describe(row))
+            # A committed row is rolled again only to keep the batch identical; it is stored
+            # already, and built here only for the LeRobot part.
+            episode = (self._episode(spec, row, rollout, policy.describe(row))
+                       if record is None or parts.wants_parts(self.job) else None)
+            if record is None:
+                assert episode is not None
                 score, success = (None, None) if self.scorer is None else score_episode(self.scorer, episode)
                 record = write_episode(self.out, episode, spec.index, self.features, score=score,
                                        success=success)
             records.append(record)
+            episodes.append(episode)
+        if self._part_missing(specs, records):
+            self._write_part(specs, [e for e in episodes if e is not None], records)
         log.debug("group %s..%s: %d episodes x %d steps in %.2fs", specs[0].episode_id,
                   specs[-1].episode_id, len(specs), specs[0].horizon, time.perf_counter() - start)
         return records
+
+    def _part_missing(self, specs: list[EpisodeSpec], records: list[EpisodeRecord]) -> bool:
+        if not parts.wants_parts(self.job):
+            return False
+        current = parts.read_parts_of(self.out, parts.part_key(specs))
+        return not parts.is_current(current, self.job, records)
+
+    def _write_part(self, specs: list[EpisodeSpec], episodes: list[Episode],
+                    records: list[EpisodeRecord]) -> None:
+        parts.write_part(self.out, self.job, parts.part_key(specs), episodes, records, self.features)
 
     def _episode(self, spec: EpisodeSpec, row: int, rollout: ClosedLoopRollout, label: str) -> Episode:
         meta = EpisodeMeta(episode_id=spec.episode_id, length=spec.horizon, task=self.job.task,

@@ -1,10 +1,10 @@
-"""Merge a job's committed episodes into one EpisodeStore (OUT/dataset.zarr), and export hooks.
+"""Merge a job's committed episodes into one EpisodeStore (OUT/dataset.zarr); assemble its LeRobot
+dataset (OUT/lerobot) from the parts the replicas wrote.
 
 Both outputs follow the committed episodes' checksums, not only their ids: dataset.zarr carries
 a digest of the (episode id, checksum) list it holds (attribute `iws_sources`) and is rebuilt
 when the kept records' digest differs; OUT/lerobot counts as finished only once its completion
-marker OUT/lerobot.done.json, written last, names the digest of the dataset.zarr it was made
-from. dataset.zarr is rebuilt in a staging directory and swapped in (on s3://: uploaded with its
+marker OUT/lerobot.done.json, written last, names the same digest of the kept episodes. dataset.zarr is rebuilt in a staging directory and swapped in (on s3://: uploaded with its
 root attributes last), so a crash never leaves a half-merged dataset that readers would trust.
 
 Merging reads every episode and checks it against its commit marker's checksum; the episodes
@@ -21,10 +21,11 @@ from collections.abc import Iterable
 
 from pydantic import ValidationError
 
-from pipeline.generate.outputs import DATASET_DIR, LEROBOT_DIR, LEROBOT_DONE, lerobot_repo_id, now
-from schemas import EpisodeRecord, ExportRecord, FeatureSpec, JobSpec, SpecError
+from pipeline.generate.outputs import DATASET_DIR, LEROBOT_DIR, LEROBOT_DONE, now
+from schemas import EpisodeRecord, EpisodeSpec, ExportRecord, FeatureSpec, JobSpec, SpecError
 from sim_model import storage
 from sim_model.data.store import EpisodeStore
+from workers import parts
 from workers.writer import stored_uri
 
 log = logging.getLogger(__name__)
@@ -105,29 +106,46 @@ def _merge(out: str, records: list[EpisodeRecord], merged: EpisodeStore) -> list
     return damaged
 
 
-def export_lerobot(spec: JobSpec, src_zarr: str, *, refresh: bool = False) -> str:
-    """OUT/lerobot from dataset.zarr (sim_model.data.formats.lerobot_writer, imported only here:
-    lerobot is a heavy import).
+class StaleParts(SpecError):
+    """Groups whose LeRobot part is missing or was made from other episodes or camera keys."""
 
-    Skipped when its completion marker says it was made from this very dataset.zarr with the
-    same output.lerobot_camera_keys, unless `refresh`. The marker is removed before and written after the export, so an export that
-    died part way (objects under OUT/lerobot, no marker) is redone, never taken as finished."""
+    def __init__(self, keys: list[int]) -> None:
+        self.keys = keys
+        super().__init__(f"{len(keys)} LeRobot parts are missing or out of date (groups starting at "
+                         f"episodes {keys[:5]}{'...' if len(keys) > 5 else ''}); rerun the job to make them.")
+
+
+def assemble_lerobot(spec: JobSpec, groups: list[list[EpisodeSpec]], records: dict[str, EpisodeRecord],
+                     *, refresh: bool = False) -> str:
+    """OUT/lerobot from the parts the replicas wrote, one per group (workers/parts.py), by
+    writing its metadata (sim_model.data.formats.lerobot_parts.assemble); no frame is read.
+
+    Skipped when its completion marker names the same kept episodes and camera keys, unless
+    `refresh`. StaleParts if a group's part is missing or disagrees with the committed episodes
+    (the driver withdraws those and has them made again). The marker is removed before and
+    written after the assembly, so one that died part way is redone, never taken as finished."""
     out = spec.output.path
     dest, marker = storage.join(out, LEROBOT_DIR), storage.join(out, LEROBOT_DONE)
-    source = EpisodeStore.open(src_zarr, "r")
-    sources = source.attr(SOURCES_ATTR)
-    cameras = spec.output.lerobot_camera_keys
+    per_group = [(parts.part_key(g), [records[e.episode_id] for e in g]) for g in groups]
+    chosen = [r for _, group in per_group for r in parts.kept(spec, group)]
+    sources, cameras = sources_digest(chosen), spec.output.lerobot_camera_keys
     if not refresh and _export_matches(marker, sources, cameras) and storage.exists(dest):
         log.info("%s is up to date", dest)
         return dest
+    found = parts.read_parts(out)
+    stale = [key for key, group in per_group if not parts.is_current(found.get(key), spec, group)]
+    if stale:
+        raise StaleParts(stale)
     storage.remove_file(marker)
-    from sim_model.data.formats.lerobot_writer import export_lerobot as write_lerobot
+    from sim_model.data.formats.lerobot_parts import assemble
 
-    write_lerobot(src_zarr, dest, repo_id=lerobot_repo_id(spec.name), task=spec.task or None,
-                            camera_keys=cameras, overwrite=True)
-    done = ExportRecord(format="lerobot", uri=dest, sources=str(sources), episodes=len(source),
-                        camera_keys=cameras, finished=now())
-    storage.write_atomic(marker, done.model_dump_json(indent=1))
+    start = time.perf_counter()
+    done = assemble(dest, parts.parts_root(out), [key for key, _ in per_group if found[key].episodes])
+    log.info("assembled %s from %d parts in %.2fs (%d data files rewritten)", dest, done.parts,
+             time.perf_counter() - start, done.rewritten)
+    record = ExportRecord(format="lerobot", uri=dest, sources=sources, episodes=done.episodes,
+                          camera_keys=cameras, finished=now())
+    storage.write_atomic(marker, record.model_dump_json(indent=1))
     return dest
 
 

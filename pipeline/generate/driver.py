@@ -1,8 +1,9 @@
 """The generation driver: spec -> preflight -> lease -> pending groups on Ray -> commits -> datasets
 -> preview.gif and summary.md.
 
-Frames never pass through here: replicas write episodes straight to storage and send back small
-EpisodeRecords. The commit markers on storage, not the records, are the truth the driver checks
+Frames never pass through here: replicas write episodes straight to storage, and with LeRobot
+output each group's part of the LeRobot dataset too (workers/parts.py), and send back small
+EpisodeRecords; the driver assembles the LeRobot dataset from the parts' metadata. The commit markers on storage, not the records, are the truth the driver checks
 at the end (exactly `episodes` committed, one per index).
 
 The driver holds the output's lease (workers/lease.py) from before it touches the output until
@@ -19,13 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline.generate import outputs
-from pipeline.generate.consolidate import DamagedEpisodes, consolidate, export_lerobot
+from pipeline.generate.consolidate import DamagedEpisodes, StaleParts, assemble_lerobot, consolidate
 from pipeline.generate.expand import job_groups
 from pipeline.generate.preflight import Plan, preflight
 from pipeline.generate.preview import write_preview
 from pipeline.generate.spec import spec_hash
 from pipeline.generate.summary import RunStats, write_summary
-from schemas import EpisodeRecord, JobSpec, RunManifest, SpecError
+from schemas import EpisodeRecord, EpisodeSpec, JobSpec, RunManifest, SpecError
+from workers import parts
 from workers.lease import Lease, hold
 from workers.scoring import is_kept
 from workers.writer import committed_records, drop_commits_without_data, uncommit
@@ -101,6 +103,8 @@ class _JobRun:
         self.digest, self.started = spec_hash(plan.spec), outputs.now()
         self.wanted = {e.episode_id for e in plan.episodes}
         self.done = drop_commits_without_data(self.out, self._markers(), lease)
+        self.groups = job_groups(self.spec, self.plan.episodes)
+        self.parts = parts.read_parts(self.out) if parts.wants_parts(self.spec) else {}
         self.progress = Progress(total=self.spec.episodes, done=len(self.done), resumed=len(self.done))
         self.last_write = time.monotonic()
 
@@ -113,18 +117,19 @@ class _JobRun:
             kept = [r for r in records if is_kept(self.spec.filter, r.success)]
             try:
                 zarr_uri, _ = consolidate(self.out, kept, self.plan.features)
+                return self.export(records, kept, zarr_uri)
             except DamagedEpisodes as error:
                 self.withdraw(error.damaged)
-                continue
-            return self.export(records, kept, zarr_uri)
+            except StaleParts as error:  # the next pass has the replicas make them again
+                parts.withdraw(self.out, error.keys, self.lease)
         raise SpecError(f"job {self.spec.name}: episodes were still damaged after {REPAIR_PASSES} "
                         f"passes of regenerating them; check the storage under {self.out} (disk errors, "
                         "another program writing there?).")
 
     def generate(self, address: str | None) -> None:
-        """Roll every group with an uncommitted episode, then clear what killed writers left."""
-        pending = [g for g in job_groups(self.spec, self.plan.episodes)
-                   if any(e.episode_id not in self.done for e in g)]
+        """Roll every group with an uncommitted episode, have the LeRobot part of every other
+        group made where it is missing, then clear what killed writers left."""
+        pending = [g for g in self.groups if not self._finished(g)]
         log.info("job %s: %d/%d episodes committed, %d groups to roll", self.spec.name, len(self.done),
                  self.spec.episodes, len(pending))
         if not pending:
@@ -138,8 +143,19 @@ class _JobRun:
             if not self.lease.lost:  # what is committed stays; a rerun resumes from here
                 self.done.update(self._markers())
                 self.write_manifest()
+            if parts.wants_parts(self.spec):
+                self.parts = parts.read_parts(self.out)
         # Left by replicas killed mid-write (now restarted) and by writers that lost a race.
         outputs.remove_partial_writes(self.out, self.lease, self.done.values())
+
+    def _finished(self, group: list[EpisodeSpec]) -> bool:
+        """Every episode of the group committed, and its LeRobot part current if one is wanted."""
+        if any(e.episode_id not in self.done for e in group):
+            return False
+        if not parts.wants_parts(self.spec):
+            return True
+        records = [self.done[e.episode_id] for e in group]
+        return parts.is_current(self.parts.get(parts.part_key(group)), self.spec, records)
 
     def on_record(self, record: EpisodeRecord) -> None:
         self.lease.raise_if_lost()  # taken over: stop now rather than write beside the new owner
@@ -163,7 +179,7 @@ class _JobRun:
         if "lerobot" in self.spec.output.formats and not kept:
             log.warning("no episode passed the filter; skipping the LeRobot export")
         elif "lerobot" in self.spec.output.formats:
-            datasets["lerobot"] = export_lerobot(self.spec, zarr_uri)
+            datasets["lerobot"] = assemble_lerobot(self.spec, self.groups, self.done)
         manifest = self.write_manifest(outputs.now(), datasets)
         write_preview(self.out, manifest.episodes, self.plan.features, title=self.spec.name)
         write_summary(self.spec, manifest, RunStats(

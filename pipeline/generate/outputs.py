@@ -4,8 +4,11 @@
     OUT/job.json        the spec that owns this output (a rerun must make the same episodes)
     OUT/episodes/, OUT/commits/   written by replicas (workers.writer)
     OUT/manifest.json   RunManifest, rewritten atomically as the run goes
-    OUT/dataset.zarr    consolidated EpisodeStore;  OUT/lerobot/  LeRobot export
-    OUT/lerobot.done.json   the LeRobot export's completion marker, written last
+    OUT/dataset.zarr    consolidated EpisodeStore
+    OUT/lerobot/        the LeRobot dataset: data and videos written by the replicas in parts,
+                        metadata by the driver's assembly;  OUT/lerobot_parts/  the parts' records
+                        (workers/parts.py)
+    OUT/lerobot.done.json   the LeRobot dataset's completion marker, written last
     OUT/preview.gif, OUT/summary.md   for a person, written when the run is finished
 
 OUT is a local directory or an s3:// prefix; every access goes through sim_model.storage.
@@ -22,6 +25,7 @@ from pipeline.generate.spec import RUN_ONLY_FIELDS, content_diff, content_hash
 from schemas import EpisodeRecord, JobSpec, RunManifest, SpecError
 from sim_model import storage
 from workers.lease import Lease
+from workers.parts import LEROBOT_DIR, PARTS_DIR
 from workers.writer import COMMITS_DIR, EPISODES_DIR, remove_orphan_uploads
 
 log = logging.getLogger(__name__)
@@ -29,11 +33,10 @@ log = logging.getLogger(__name__)
 JOB_FILE = "job.json"
 MANIFEST_FILE = "manifest.json"
 DATASET_DIR = "dataset.zarr"
-LEROBOT_DIR = "lerobot"
 LEROBOT_DONE = "lerobot.done.json"
 PREVIEW_FILE = "preview.gif"
 SUMMARY_FILE = "summary.md"
-_OWNED_DIRS = (EPISODES_DIR, COMMITS_DIR, DATASET_DIR, LEROBOT_DIR)
+_OWNED_DIRS = (EPISODES_DIR, COMMITS_DIR, DATASET_DIR, LEROBOT_DIR, PARTS_DIR)
 _OWNED_FILES = (MANIFEST_FILE, JOB_FILE, PREVIEW_FILE, SUMMARY_FILE)
 
 

@@ -67,6 +67,22 @@ def _check_camera_keys(spec: JobSpec, features: FeatureSpec) -> None:
                         f"{cameras}; key the mapping by one of those.")
 
 
+def _check_lerobot(spec: JobSpec, features: FeatureSpec) -> None:
+    """What the replicas' LeRobot parts need (a task text, video-encodable frames): caught now,
+    not by the first replica that writes a part."""
+    if "lerobot" not in spec.output.formats:
+        return
+    from sim_model.data.formats.lerobot_writer import check_exportable
+
+    if not spec.task.strip():
+        raise SpecError("output.formats has 'lerobot', which stores a task text with every episode, "
+                        "and the spec has none: add e.g. task: 'Push the T onto the target'.")
+    try:
+        check_exportable(features, "libsvtav1", "iws/job")
+    except SpecError as error:
+        raise SpecError(f"output.formats 'lerobot': {error}") from None
+
+
 def _check_schemes(spec: JobSpec) -> None:
     """Every location in the spec is a local path or s3:// (SpecError naming the field)."""
     places = {"model": spec.model, "output.path": spec.output.path, "init.dataset": spec.init.dataset}
@@ -95,6 +111,7 @@ def preflight(spec: JobSpec) -> Plan:
         raise SpecError(f"init: {error}") from None
     _check_sources(spec, features)
     _check_camera_keys(spec, features)
+    _check_lerobot(spec, features)
     scorer = resolve_scorer(spec.filter.scorer) if spec.filter is not None else None
     if not remote:  # creates the directory: only once everything else is known to be right
         _check_output(spec)

@@ -1,5 +1,6 @@
-"""Consolidation and the job's LeRobot export without Ray: both follow the committed episodes'
-checksums, not only their ids, so a regenerated episode reaches dataset.zarr and OUT/lerobot."""
+"""Consolidation and the assembly of the job's LeRobot dataset without Ray: both follow the
+committed episodes' checksums, not only their ids, so a regenerated episode reaches dataset.zarr
+and OUT/lerobot (whose part is refused as stale until it is made again from the new episode)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,45 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 
-from pipeline.generate.consolidate import consolidate, export_lerobot
+from pipeline.generate.consolidate import StaleParts, assemble_lerobot, consolidate
 from pipeline.pusht.features import pusht_features
-from schemas import EpisodeRecord, JobSpec
+from schemas import EpisodeRecord, EpisodeSpec, JobSpec
 from sim_model.data.store import EpisodeStore
 from tests.fixtures.store import make_pusht_episode
 from tests.workers.jobs import job_dict
+from workers import parts
 from workers.writer import commit, commit_uri, stage_episode
 
 FEATURES = pusht_features(resolution=32)
 
 
+GROUPS = [[0, 1], [2]]  # episode indices of each group
+
+
+def _episode(index: int, variant: int | None = None):
+    """Episode `index`; `variant` makes other content under the same id."""
+    return make_pusht_episode(FEATURES, index if variant is None else variant, 5,
+                              episode_id=f"tiny-{index:06d}")
+
+
 def _commit(out: str, index: int, variant: int | None = None) -> EpisodeRecord:
-    """Commit episode `index`; `variant` makes other content under the same id."""
-    episode = make_pusht_episode(FEATURES, index if variant is None else variant, 5,
-                                 episode_id=f"tiny-{index:06d}")
-    return commit(out, stage_episode(out, episode, index, FEATURES))
+    return commit(out, stage_episode(out, _episode(index, variant), index, FEATURES))
+
+
+def _groups() -> list[list[EpisodeSpec]]:
+    return [[EpisodeSpec(job_id="tiny", index=i, episode_id=f"tiny-{i:06d}", seed=i, init_ref="x.png",
+                         action_source="scripted", horizon=5) for i in group] for group in GROUPS]
+
+
+def _write_parts(spec: JobSpec, records: list[EpisodeRecord], which: list[int] | None = None) -> None:
+    """What the replicas do after committing a group: write its LeRobot part."""
+    out = spec.output.path
+    for g, group in enumerate(GROUPS):
+        if which is None or g in which:
+            rows = [records[i] for i in group]
+            parts.write_part(out, spec, group[0], parts.stored_episodes(out, rows), rows, FEATURES)
 
 
 def _exported_actions(root: Path, episode: int) -> np.ndarray:
@@ -32,33 +55,39 @@ def _exported_actions(root: Path, episode: int) -> np.ndarray:
     return np.stack(rows["action"].to_numpy())
 
 
-def test_a_regenerated_episode_refreshes_dataset_zarr_and_the_export(tmp_path: Path) -> None:
+def test_a_regenerated_episode_refreshes_dataset_zarr_and_the_lerobot_dataset(tmp_path: Path) -> None:
     out = str(tmp_path / "out")
     spec = JobSpec.model_validate(job_dict("model", {"images": ["x.png"]}, out,
                                            output={"path": out, "formats": ["zarr", "lerobot"]}))
     records = [_commit(out, i) for i in range(3)]
+    _write_parts(spec, records)
+    by_id = {r.episode_id: r for r in records}
     zarr_uri, changed = consolidate(out, records, FEATURES)
     assert changed and consolidate(out, records, FEATURES) == (zarr_uri, False)
-    lerobot = Path(export_lerobot(spec, zarr_uri, refresh=changed))
+    lerobot = Path(assemble_lerobot(spec, _groups(), by_id))
     info_mtime = (lerobot / "meta" / "info.json").stat().st_mtime_ns
-    export_lerobot(spec, zarr_uri, refresh=False)  # nothing changed: left alone
+    assemble_lerobot(spec, _groups(), by_id)  # nothing changed: left alone
     assert (lerobot / "meta" / "info.json").stat().st_mtime_ns == info_mtime
 
     # Episode 1 made again with other frames under the same id (its marker deleted and the
     # checkpoint at the model path replaced, say): same ids, same count, a new checksum.
     Path(commit_uri(out, "tiny-000001")).unlink()
     records[1] = _commit(out, 1, variant=7)
+    by_id = {r.episode_id: r for r in records}
     zarr_uri, changed = consolidate(out, records, FEATURES)
     assert changed, "dataset.zarr still holds the old episode 1"
     assert EpisodeStore.open(zarr_uri).episode(1).checksum() == records[1].checksum
-    # The run died before exporting; its rerun finds dataset.zarr up to date, the export not.
-    assert consolidate(out, records, FEATURES) == (zarr_uri, False)
-    export_lerobot(spec, zarr_uri, refresh=False)
+    with pytest.raises(StaleParts) as stale:  # the part of group 0 holds the old episode 1
+        assemble_lerobot(spec, _groups(), by_id)
+    assert stale.value.keys == [0]
+    _write_parts(spec, records, which=[0])
+    assemble_lerobot(spec, _groups(), by_id)
     expected = make_pusht_episode(FEATURES, 7, 5).action
     np.testing.assert_array_equal(_exported_actions(lerobot, 1), expected)
+    np.testing.assert_array_equal(_exported_actions(lerobot, 2), make_pusht_episode(FEATURES, 2, 5).action)
 
 
-def test_camera_keys_of_the_spec_reach_the_export_and_a_change_redoes_it(tmp_path: Path) -> None:
+def test_camera_keys_of_the_spec_reach_the_dataset_and_a_change_redoes_its_parts(tmp_path: Path) -> None:
     from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
 
     out = str(tmp_path / "out")
@@ -66,9 +95,15 @@ def test_camera_keys_of_the_spec_reach_the_export_and_a_change_redoes_it(tmp_pat
     plain = JobSpec.model_validate(job_dict("model", {"images": ["x.png"]}, out, output=output))
     pusht_env = JobSpec.model_validate(job_dict("model", {"images": ["x.png"]}, out, output={
         **output, "lerobot_camera_keys": {"top": "observation.image"}}))
-    zarr_uri, _ = consolidate(out, [_commit(out, i) for i in range(2)], FEATURES)
-    lerobot = Path(export_lerobot(plain, zarr_uri))
+    records = [_commit(out, i) for i in range(3)]
+    by_id = {r.episode_id: r for r in records}
+    _write_parts(plain, records)
+    lerobot = Path(assemble_lerobot(plain, _groups(), by_id))
     assert "observation.images.top" in LeRobotDatasetMetadata("iws/tiny", root=lerobot).features
-    export_lerobot(pusht_env, zarr_uri)  # same episodes, other keys: not up to date
+    with pytest.raises(StaleParts):  # same episodes, other keys: every part is made again
+        assemble_lerobot(pusht_env, _groups(), by_id)
+    _write_parts(pusht_env, records)
+    assemble_lerobot(pusht_env, _groups(), by_id)
     features = LeRobotDatasetMetadata("iws/tiny", root=lerobot).features
     assert "observation.image" in features and "observation.images.top" not in features
+    assert not list(lerobot.glob("videos/observation.images.top/*/*.mp4"))  # the old videos are gone

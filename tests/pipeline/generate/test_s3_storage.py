@@ -248,30 +248,41 @@ def test_export_to_s3_is_never_half_visible(s3_env: S3Bucket, tiny_pusht_store) 
                                   tiny_pusht_store.episode(1).action)
 
 
-def test_a_partial_lerobot_export_on_s3_is_redone(s3_env: S3Bucket, tmp_path: Path, monkeypatch) -> None:
-    """An export upload that died part way leaves objects under OUT/lerobot; the rerun must
-    export again (it used to skip any existing prefix as finished, forever)."""
+def test_lerobot_parts_on_s3_and_a_partial_assembly_is_redone(s3_env: S3Bucket, tmp_path: Path,
+                                                               monkeypatch) -> None:
+    """Replicas write LeRobot parts straight to s3://; an assembly that died before its last
+    object (meta/info.json) leaves no completion marker, and the rerun assembles again."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    from pipeline.generate.consolidate import consolidate, export_lerobot
-    from schemas import JobSpec
+    from pipeline.generate.consolidate import assemble_lerobot
+    from schemas import EpisodeSpec, JobSpec
+    from workers import parts
 
     monkeypatch.setenv("IWS_CACHE_DIR", str(tmp_path / "cache"))
     out, features = s3_env.url("run"), pusht_features(resolution=32)
     records = [commit(out, stage_episode(out, make_pusht_episode(features, i, 5, episode_id=f"tiny-{i:06d}"),
-                                         i, features)) for i in range(2)]
-    zarr_uri, _ = consolidate(out, records, features)
+                                         i, features)) for i in range(3)]
     spec = JobSpec.model_validate(job_dict("model", {"images": ["x.png"]}, out,
                                            output={"path": out, "formats": ["zarr", "lerobot"]}))
+    groups = [[EpisodeSpec(job_id="tiny", index=i, episode_id=r.episode_id, seed=i, init_ref="x.png",
+                           action_source="scripted", horizon=5) for i, r in enumerate(records)][a:b]
+              for a, b in ((0, 2), (2, 3))]
+    for group in groups:
+        rows = [records[e.index] for e in group]
+        parts.write_part(out, spec, group[0].index, parts.stored_episodes(out, rows), rows, features)
+    by_id = {r.episode_id: r for r in records}
 
     def deny_info_json(request: object) -> tuple[int, bytes] | None:
         url = str(request.url)  # type: ignore[attr-defined]
         return (403, _error("AccessDenied")) if url.endswith("/run/lerobot/meta/info.json") else None
 
     with inject("PutObject", deny_info_json), pytest.raises(SpecError, match="refused access"):
-        export_lerobot(spec, zarr_uri, refresh=True)  # fault: the upload dies before its last object
-    lerobot = storage.join(out, "lerobot")
-    assert storage.exists(lerobot), "the upload left objects behind"
-    assert export_lerobot(spec, zarr_uri, refresh=False) == lerobot  # the rerun: dataset.zarr unchanged
+        assemble_lerobot(spec, groups, by_id)  # fault: dies before its last object
+    assert not storage.exists(storage.join(out, "lerobot.done.json"))
+    lerobot = assemble_lerobot(spec, groups, by_id)
+    assert lerobot == storage.join(out, "lerobot") and storage.exists(storage.join(out, "lerobot.done.json"))
     dataset = LeRobotDataset("iws/tiny", root=storage.fetch(lerobot), video_backend="pyav")
-    assert dataset.meta.total_episodes == 2 and dataset.meta.total_frames == 10
+    assert dataset.meta.total_episodes == 3 and dataset.meta.total_frames == 15
+    assert int(dataset[14]["episode_index"]) == 2 and int(dataset[14]["index"]) == 14
+    np.testing.assert_allclose(dataset[7]["action"].numpy(), make_pusht_episode(features, 1, 5).action[2],
+                               rtol=1e-6)
