@@ -222,7 +222,7 @@ class _Accumulator:
         self.values: dict[int, dict[str, list[float]]] = {h: {} for h in horizons}
         self.episodes: dict[int, list[int]] = {h: [] for h in horizons}
 
-    def _put(self, h: int, key: str, values: Sequence[float]) -> None:
+    def _put(self, h: int, key: str, values: Sequence[float] | np.ndarray) -> None:
         self.values[h].setdefault(key, []).extend(float(v) for v in values)
 
     def add(self, h: int, episodes: list[int], model: np.ndarray, truth: np.ndarray,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import signal
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 WAIT_S = 0.1  # how often the loop looks at the lead replica between Ray results
+SIGNAL_WAIT_S = 0.5  # the longest the loop waits on Ray before it lets Python handle signals
+LEAD_EXIT_WAIT_S = 1.0  # how long an interrupted run waits for its lead replica to stop
 
 
 def connect(address: str | None) -> bool:
@@ -58,7 +61,28 @@ def connect(address: str | None) -> bool:
     except ConnectionError as error:
         raise SpecError(f"cannot reach the Ray cluster at {target}: {error}. Check --address / "
                         "RAY_ADDRESS, or drop it to run on an embedded local Ray.") from None
+    _note_sigterm()
     return True
+
+
+_terminated = threading.Event()
+
+
+def _note_sigterm() -> None:
+    """Remember a SIGTERM (a stopped job) before Ray's driver handler sees it. That handler
+    exits with the signal's number, but a SIGTERM that arrives while `ray.wait` blocks surfaces
+    from the wait as SystemExit(1); `execute` tells the two apart by this flag."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def handler(signum: int, frame: Any) -> None:
+        _terminated.set()
+        if callable(previous):
+            previous(signum, frame)
+        raise SystemExit(signum)
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def embedded(address: str | None) -> bool:
@@ -160,21 +184,28 @@ def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | N
         lead.thread.start()
     started = False
     interrupted = False
+    _terminated.clear()
     try:
         started = connect(address)
         _dispatch(spec, queue, lead, on_record, scorer)
-    except (KeyboardInterrupt, SystemExit):
-        # Ctrl-C, or a stop: SIGTERM, which a connected Ray driver turns into sys.exit(15). The
+    except (KeyboardInterrupt, SystemExit) as error:
+        # Ctrl-C, or a stop: SIGTERM, which a connected Ray driver turns into sys.exit(15) (or,
+        # inside ray.wait, SystemExit(1)); both reach the caller as KeyboardInterrupt. The
         # caller records what is committed before the process exits (which disconnects from Ray
         # anyway); a stop becomes SIGKILL after a few seconds (RAY_JOB_STOP_WAIT_TIME_S), so no
         # time goes to a clean shutdown first.
         interrupted = True
+        if isinstance(error, SystemExit) and _terminated.is_set():
+            raise KeyboardInterrupt from None
         raise
     finally:
         if lead is not None:  # nothing written after the caller stops owning the output
             lead.stop.set()
             lead.abandon.set()
-            lead.thread.join()
+            # Interrupted, the process is about to exit (and be killed soon after a stop); a lead
+            # busy writing a LeRobot part, which it cannot abandon half way, dies with it. Part
+            # files are idempotent and their record is written last (workers/parts.py).
+            lead.thread.join(timeout=LEAD_EXIT_WAIT_S if interrupted else None)
         if started and not interrupted:
             import ray
 
@@ -199,7 +230,8 @@ def _dispatch(spec: JobSpec, queue: collections.deque[list[EpisodeSpec]], lead: 
     while running or (lead is not None and (lead.busy or lead.done)):
         leading = lead is not None and lead.busy
         if running:
-            refs, _ = ray.wait(list(running), num_returns=1, timeout=WAIT_S if leading else None)
+            # Never an unbounded wait: a SIGTERM (a stopped job) is handled only between waits.
+            refs, _ = ray.wait(list(running), num_returns=1, timeout=WAIT_S if leading else SIGNAL_WAIT_S)
         else:  # every replica idle or gone, the lead still rolling the last groups
             refs = []
             if lead is not None:
