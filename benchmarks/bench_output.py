@@ -1,17 +1,20 @@
-"""What a generation job costs after its last rollout, as the dataset grows (issue 19, today's path).
+"""What a generation job costs after its last rollout, as the dataset grows (issue 19).
 
 Writes N committed episodes into a job output the way the replicas do (`workers.writer.write_episode`:
-a per-episode store and its commit marker), then times what the driver does with them alone, in
-one process: `consolidate` (every episode read back and appended to OUT/dataset.zarr) and the
-LeRobot v3.0 export of that store. Frames: a 32x32 disc moving over a floor with a little noise,
-so the codecs have work of a realistic kind; the frame content does not change which step grows.
+a per-episode store and its commit marker; with --lerobot also each group's LeRobot part,
+`workers.parts.write_part`, which the replicas encode in parallel), then times what the driver
+does with them alone, in one process: `consolidate` (every episode read back and appended to
+OUT/dataset.zarr), and for the LeRobot dataset both ways in the same run: the old one-writer
+export of dataset.zarr on the driver (`lerobot_writer.export_lerobot`, the baseline) and the
+assembly of the replicas' parts from their metadata (`consolidate.assemble_lerobot`). Frames: a
+32x32 disc moving over a floor with a little noise, so the codecs have work of a realistic kind.
 
 Reported per N: seconds and milliseconds per episode of each step (a path that scales has a flat
 per-episode cost, and its total does not sit on one process), files and bytes written, and the
 driver's peak RSS. The per-episode stores stay beside dataset.zarr: the double storage the issue
 names is counted in the bytes.
 
-    .venv/bin/python benchmarks/bench_output.py --episodes 100 400 [--steps 20 --lerobot]
+    .venv/bin/python benchmarks/bench_output.py --episodes 100 400 [--steps 20 --lerobot --group 8]
 """
 
 from __future__ import annotations
@@ -59,28 +62,65 @@ def tree_size(root: Path) -> tuple[int, int]:
     return len(files), sum(p.stat().st_size for p in files)
 
 
-def measure(n: int, steps: int, size: int, lerobot: bool, root: Path) -> dict:
-    from pipeline.generate.consolidate import consolidate
+def measure(n: int, steps: int, size: int, lerobot: bool, group: int, root: Path) -> dict:
+    from pipeline.generate.consolidate import assemble_lerobot, consolidate
+    from schemas import EpisodeSpec, JobSpec
     from sim_model.data.formats.lerobot_writer import export_lerobot
+    from workers import parts
     from workers.writer import write_episode
 
     out = root / f"job{n}"
     spec = features(size)
+    job = JobSpec.model_validate({
+        "name": "bench", "model": "unused", "episodes": n, "horizon": steps, "task": "move the disc",
+        "init": {"images": ["unused.png"]}, "action_sources": {"walk": {"kind": "scripted"}},
+        "output": {"path": str(out), "formats": ["zarr", "lerobot"]}})
+    groups = [[EpisodeSpec(job_id="bench", index=i, episode_id=f"bench-{i:06d}", seed=i, init_ref="x",
+                           action_source="walk", horizon=steps) for i in range(a, min(a + group, n))]
+              for a in range(0, n, group)]
+    write_s = part_s = 0.0
+    records = {}
+    for specs in groups:
+        started = time.perf_counter()
+        episodes = [episode(e.index, steps, size, "bench") for e in specs]
+        rows = [write_episode(str(out), ep, e.index, spec) for ep, e in zip(episodes, specs, strict=True)]
+        write_s += time.perf_counter() - started
+        records.update({r.episode_id: r for r in rows})
+        if lerobot:
+            started = time.perf_counter()
+            parts.write_part(str(out), job, specs[0].index, episodes, rows, spec)
+            part_s += time.perf_counter() - started
+    ordered = [records[e.episode_id] for g in groups for e in g]
     started = time.perf_counter()
-    records = [write_episode(str(out), episode(i, steps, size, "bench"), i, spec) for i in range(n)]
-    write_s = time.perf_counter() - started
-    started = time.perf_counter()
-    dataset, _ = consolidate(str(out), records, spec)
+    dataset, _ = consolidate(str(out), ordered, spec)
     consolidate_s = time.perf_counter() - started
-    export_s = float("nan")
+    export_s = assemble_s = float("nan")
     if lerobot:
         started = time.perf_counter()
-        export_lerobot(dataset, out / "lerobot", repo_id="iws/bench", task="move the disc")
+        export_lerobot(dataset, root / f"export{n}", repo_id="iws/bench", task="move the disc")
         export_s = time.perf_counter() - started
+        started = time.perf_counter()
+        assemble_lerobot(job, groups, records)
+        assemble_s = time.perf_counter() - started
+        _check_opens(out / "lerobot", n, n * steps)
+        shutil.rmtree(root / f"export{n}")
     files, size_bytes = tree_size(out)
-    return {"episodes": n, "frames": n * steps, "write_s": write_s, "consolidate_s": consolidate_s,
-            "export_s": export_s, "files": files, "mb": size_bytes / 1e6,
+    return {"episodes": n, "frames": n * steps, "write_s": write_s, "part_s": part_s,
+            "consolidate_s": consolidate_s, "export_s": export_s, "assemble_s": assemble_s,
+            "files": files, "mb": size_bytes / 1e6,
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def _check_opens(root: Path, episodes: int, frames: int) -> None:
+    """The assembled dataset is one LeRobotDataset with every episode and frame."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from sim_model.data.formats.lerobot_reader import video_backend
+
+    ds = LeRobotDataset("iws/bench", root=root, video_backend=video_backend())
+    assert ds.num_episodes == episodes and ds.num_frames == frames, (ds.num_episodes, ds.num_frames)
+    last = ds[frames - 1]
+    assert int(last["episode_index"]) == episodes - 1 and int(last["index"]) == frames - 1
 
 
 def main() -> None:
@@ -88,26 +128,30 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, nargs="+", default=[100, 400])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--size", type=int, default=32)
-    parser.add_argument("--lerobot", action="store_true", help="also time the LeRobot v3.0 export")
+    parser.add_argument("--lerobot", action="store_true",
+                        help="also the LeRobot v3.0 dataset: old driver export vs assembled parts")
+    parser.add_argument("--group", type=int, default=8, help="episodes per group (= per LeRobot part)")
     args = parser.parse_args()
     import logging
 
     logging.basicConfig(level=logging.WARNING)
     root = Path(tempfile.mkdtemp(prefix="bench_output_"))
     try:
-        rows = [measure(n, args.steps, args.size, args.lerobot, root) for n in args.episodes]
+        rows = [measure(n, args.steps, args.size, args.lerobot, args.group, root) for n in args.episodes]
     finally:
         shutil.rmtree(root, ignore_errors=True)
     load = os.getloadavg()
     print(f"# output path after the last rollout: {args.steps} frames/episode at {args.size}x{args.size}, "
-          f"one process, load average {load[0]:.1f} at the end\n")
-    print("| episodes | frames | replicas' writes s | consolidate s | consolidate ms/episode | "
-          "LeRobot export s | export ms/episode | files | MB | driver peak RSS MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          f"groups of {args.group}, one process, load average {load[0]:.1f} at the end\n")
+    print("| episodes | frames | replicas' episode writes s | replicas' LeRobot parts s | consolidate s "
+          "| consolidate ms/ep | old: driver export s | export ms/ep | new: assembly s | assembly ms/ep "
+          "| files | MB | driver peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         per = 1000 / r["episodes"]
-        print(f"| {r['episodes']} | {r['frames']} | {r['write_s']:.1f} | {r['consolidate_s']:.1f} | "
-              f"{r['consolidate_s'] * per:.1f} | {r['export_s']:.1f} | {r['export_s'] * per:.1f} | "
+        print(f"| {r['episodes']} | {r['frames']} | {r['write_s']:.1f} | {r['part_s']:.1f} | "
+              f"{r['consolidate_s']:.1f} | {r['consolidate_s'] * per:.1f} | {r['export_s']:.1f} | "
+              f"{r['export_s'] * per:.1f} | {r['assemble_s']:.2f} | {r['assemble_s'] * per:.2f} | "
               f"{r['files']} | {r['mb']:.1f} | {r['rss_mb']:.0f} |")
 
 
