@@ -125,7 +125,8 @@ class OutputSpec(BaseModel):
     formats: list[Literal["zarr", "lerobot"]] = Field(
         default_factory=lambda: ["zarr"], min_length=1,  # type: ignore[arg-type]
         description="Datasets to produce at the end: 'zarr' -> dataset.zarr (Diffusion Policy layout), "
-        "'lerobot' -> lerobot/ (LeRobot v3.0, via sim_model.data.formats.lerobot_writer; implies zarr).")
+        "'lerobot' -> lerobot/ (LeRobot v3.0; each group encoded by its replica as one part, the driver "
+        "assembles their metadata: workers/parts.py; implies zarr).")
     lerobot_camera_keys: dict[str, str] = Field(
         default_factory=dict, description="LeRobot key of a camera in lerobot/ where not "
         "'observation.images.<camera>', e.g. {top: observation.image}, the camera key of "

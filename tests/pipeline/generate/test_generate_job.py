@@ -196,8 +196,11 @@ def _kill_replica_after_first_commit(out: Path, killed: list[int], committed_at_
 
 def test_replica_killed_mid_job_still_gives_exactly_n_episodes(tmp_path: Path, ray_cluster,
                                                                tiny_checkpoint: Path, tiny_pusht_store) -> None:
+    """The kill lands while the replica commits episodes or encodes its group's LeRobot part
+    (the first part also imports lerobot, seconds): either way nothing is lost or doubled."""
     out = tmp_path / "out"
-    job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=8, horizon=5)
+    job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=8, horizon=5,
+                   output={"path": str(out), "formats": ["zarr", "lerobot"]})
     spec = JobSpec.model_validate(job)
     killed: list[int] = []
     committed_at_kill: list[int] = []
@@ -216,6 +219,7 @@ def test_replica_killed_mid_job_still_gives_exactly_n_episodes(tmp_path: Path, r
     dataset = EpisodeStore.open(out / "dataset.zarr")
     assert [dataset.meta(i).episode_id for i in range(8)] == [f"tiny-{i:06d}" for i in range(8)]
     assert len(manifest.episodes) == 8
+    _check_lerobot(out, records)
 
     # Every episode, retried or not, equals what a fresh replica makes for its group.
     import torch
@@ -230,6 +234,57 @@ def test_replica_killed_mid_job_still_gives_exactly_n_episodes(tmp_path: Path, r
     finally:
         torch.set_num_threads(threads)
     assert [r.checksum for r in again] == [records[r.episode_id].checksum for r in again]
+
+
+def _check_lerobot(out: Path, records: dict) -> None:
+    """OUT/lerobot is one LeRobotDataset of every episode, in order, each part's files once."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from sim_model.data.formats.lerobot_reader import video_backend
+
+    ordered = sorted(records.values(), key=lambda r: r.index)
+    ds = LeRobotDataset("iws/tiny", root=out / "lerobot", video_backend=video_backend())
+    assert ds.num_episodes == len(ordered) and ds.num_frames == sum(r.length for r in ordered)
+    start = 0
+    for e, record in enumerate(ordered):
+        action = EpisodeStore.open(out / "episodes" / record.episode_id).episode(0).action
+        item = ds[start + record.length - 1]
+        assert int(item["episode_index"]) == e
+        assert (item["action"].numpy() == action[-1]).all()
+        start += record.length
+    data_files = [p for p in (out / "lerobot" / "data").rglob("*") if p.is_file()]
+    parts = [json.loads(p.read_text()) for p in (out / "lerobot_parts").glob("*.json")]
+    assert len(data_files) == sum(1 for part in parts if part["episodes"]) > 1
+    assert not [p for p in (out / "lerobot").rglob(".*") if p.is_file()], "a partial write was left"
+
+
+def test_missing_lerobot_parts_are_made_again_from_the_committed_episodes(
+        tmp_path: Path, ray_cluster, tiny_checkpoint: Path, tiny_pusht_store) -> None:
+    """Faults between a group's commits and its part: a part written but not recorded, a part
+    whose files were half written, an assembly that never ran. The rerun makes exactly those
+    parts again from the stored episodes (no episode rolled or committed again, no other part
+    rewritten) and assembles one dataset."""
+    out = tmp_path / "out"
+    job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=8, horizon=4,
+                   output={"path": str(out), "formats": ["zarr", "lerobot"]})
+    path = write_job(tmp_path / "job.yaml", job)
+    assert main(["generate", str(path), "--no-progress"]) == 0
+    records = committed_records(str(out))
+    parts_dir = out / "lerobot_parts"
+    keys = sorted(int(p.stem) for p in parts_dir.glob("*.json"))
+    assert len(keys) >= 3, keys
+    commits, recorded = marker_times(out), {p.name: p.stat().st_mtime_ns for p in parts_dir.glob("*.json")}
+    (parts_dir / f"{keys[1]:08d}.json").unlink()  # written, not recorded
+    (parts_dir / f"{keys[2]:08d}.json").unlink()  # half written: its data file is gone too
+    next((out / "lerobot" / "data").rglob(f"file-{keys[2] % 1000:03d}.parquet")).unlink()
+    (out / "lerobot.done.json").unlink()
+
+    assert main(["generate", str(path), "--no-progress"]) == 0
+    assert marker_times(out) == commits, "an episode was committed again"
+    again = {p.name: p.stat().st_mtime_ns for p in parts_dir.glob("*.json")}
+    assert sorted(again) == sorted(recorded)
+    assert sorted(n for n in again if again[n] != recorded[n]) == [f"{keys[1]:08d}.json", f"{keys[2]:08d}.json"]
+    _check_lerobot(out, records)
 
 
 def test_example_job_runs_on_the_embedded_default(tmp_path: Path, ray_cluster) -> None:
