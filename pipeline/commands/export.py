@@ -4,8 +4,6 @@ format."""
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 from typing import TYPE_CHECKING
 
 from pipeline.commands.paths import add_output, output
@@ -53,22 +51,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace DEST if it exists")
 
 
-def _quiet_encoders() -> None:
-    """The terminal shows the progress bar: keep FFmpeg's and SVT-AV1's per-video chatter off it
-    (lerobot hands FFmpeg logging back to FFmpeg's own printer after each video)."""
-    import av
-
-    os.environ.setdefault("SVT_LOG", "1")  # read by SVT-AV1 when an encoder starts
-    av.logging.set_level(av.logging.ERROR)
-    av.logging.set_libav_level(av.logging.ERROR)  # FFmpeg's own printer, once lerobot restores it
-    logging.getLogger("libav").setLevel(logging.ERROR)
-
-
 def run(args: argparse.Namespace) -> int:
     from pipeline.commands.progress import LazyBar, quiet_logging
     from sim_model.data.formats import open_dataset
+    from sim_model.data.formats.lerobot_writer import quiet_encoders
 
-    _quiet_encoders()
+    quiet_encoders()
     out = output(args)
     source = open_dataset(args.src)
     with quiet_logging(getattr(args, "verbose", False)), LazyBar(

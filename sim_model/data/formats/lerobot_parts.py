@@ -114,11 +114,12 @@ def write_part(episodes: Sequence[Episode], features: FeatureSpec, dest: str, pa
     dataset at `dest` (a directory or s3:// prefix), its metadata under `parts`; returns the
     frames written. Rewriting a part replaces its files; nothing else of `dest` is touched."""
     from sim_model.data.formats.lerobot_repair import repair_and_verify
-    from sim_model.data.formats.lerobot_writer import check_exportable, write_shard
+    from sim_model.data.formats.lerobot_writer import check_exportable, quiet_encoders, write_shard
 
     if not episodes:
         raise ValueError("a part holds at least one episode")
     fps = check_exportable(features, vcodec, "iws/part")
+    quiet_encoders()
     work = Path(tempfile.mkdtemp(prefix="iws-lerobot-part-"))
     try:
         root = work / "part"

@@ -97,6 +97,18 @@ def export_lerobot(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
     return dest
 
 
+def quiet_encoders() -> None:
+    """Keep FFmpeg's and SVT-AV1's per-video chatter off the terminal (a progress bar, or on a
+    replica the driver's console, to which Ray forwards it): lerobot hands FFmpeg logging back
+    to FFmpeg's own printer after each video."""
+    import av
+
+    os.environ.setdefault("SVT_LOG", "1")  # read by SVT-AV1 when an encoder starts
+    av.logging.set_level(av.logging.ERROR)
+    av.logging.set_libav_level(av.logging.ERROR)  # FFmpeg's own printer, once lerobot restores it
+    logging.getLogger("libav").setLevel(logging.ERROR)
+
+
 def check_exportable(features: FeatureSpec, vcodec: str, repo_id: str) -> int:
     """The integer fps LeRobot needs, or SpecError naming what cannot be exported."""
     if vcodec not in VCODECS:

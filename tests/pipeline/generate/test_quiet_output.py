@@ -52,7 +52,8 @@ def generated(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path) -
         Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(p)
     job = write_job(tmp / "job.yaml", job_dict(
         tiny_checkpoint, {"images": [str(p) for p in images]}, tmp / "out", episodes=8, horizon=6,
-        batch_size=4, replicas=2, action_sources={"walk": {"kind": "scripted", "motion": "mix"}}))
+        batch_size=4, replicas=2, action_sources={"walk": {"kind": "scripted", "motion": "mix"}},
+        output={"path": str(tmp / "out"), "formats": ["zarr", "lerobot"]}))  # replicas encode parts
     home = tmp / "home"
     home.mkdir()
     for run in ("new user", "token present"):
