@@ -1,0 +1,63 @@
+"""A group's LeRobot part (workers/parts.py): which episodes it holds under the filter, when it
+is current, and that it is never made from an episode that is not what its record says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.pusht.features import pusht_features
+from schemas import JobSpec, SpecError
+from tests.fixtures.store import make_pusht_episode
+from tests.workers.jobs import job_dict
+from workers import parts
+from workers.writer import write_episode
+
+FEATURES = pusht_features(resolution=32)
+
+
+def _job(out: Path, **output: object) -> JobSpec:
+    return JobSpec.model_validate(job_dict("model", {"images": ["x.png"]}, out,
+                                           filter={"scorer": "pusht", "mode": "keep"},
+                                           output={"path": str(out), "formats": ["zarr", "lerobot"], **output}))
+
+
+def _committed(out: Path, successes: list[bool]):
+    episodes = [make_pusht_episode(FEATURES, i, 4, episode_id=f"tiny-{i:06d}") for i in range(len(successes))]
+    records = [write_episode(str(out), e, i, FEATURES, score=float(ok), success=ok)
+               for i, (e, ok) in enumerate(zip(episodes, successes, strict=True))]
+    return episodes, records
+
+
+def test_a_part_holds_the_kept_episodes_and_is_current_until_they_or_the_keys_change(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    job = _job(out)
+    episodes, records = _committed(out, [True, False, True])
+    assert parts.read_parts_of(str(out), 0) is None
+    assert not parts.is_current(None, job, records)
+    part = parts.write_part(str(out), job, 0, episodes, records, FEATURES)
+    assert part.episodes == [("tiny-000000", records[0].checksum), ("tiny-000002", records[2].checksum)]
+    assert part.frames == 8 and parts.read_parts(str(out)) == {0: part}
+    assert parts.is_current(part, job, records)
+    other = records[2].model_copy(update={"checksum": "0" * 64})  # the episode was made again
+    assert not parts.is_current(part, job, [records[0], records[1], other])
+    assert not parts.is_current(part, _job(out, lerobot_camera_keys={"top": "observation.image"}), records)
+
+
+def test_a_group_with_no_kept_episode_gets_an_empty_part(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    job = _job(out)
+    episodes, records = _committed(out, [False, False])
+    part = parts.write_part(str(out), job, 4, episodes, records, FEATURES)
+    assert part.episodes == [] and part.frames == 0 and parts.is_current(part, job, records)
+    assert not (out / "lerobot").exists() and not (out / "lerobot_parts" / "00000004").exists()
+
+
+def test_an_episode_that_differs_from_its_record_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    episodes, records = _committed(out, [True, True])
+    changed = make_pusht_episode(FEATURES, 9, 4, episode_id="tiny-000001")
+    with pytest.raises(SpecError, match="tiny-000001 differs from its committed data"):
+        parts.write_part(str(out), _job(out), 0, [episodes[0], changed], records, FEATURES)
+    assert parts.read_parts_of(str(out), 0) is None  # no record for a part that was not written
