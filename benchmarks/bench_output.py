@@ -15,6 +15,14 @@ driver's peak RSS. The per-episode stores stay beside dataset.zarr: the double s
 names is counted in the bytes.
 
     .venv/bin/python benchmarks/bench_output.py --episodes 100 400 [--steps 20 --lerobot --group 8]
+
+`--job` runs whole generation jobs instead (`run_job` on a local Ray, a random `tiny` model at
+32x32, scripted actions) with 1 and 2 replicas (`--replicas`), twice each: with
+`formats: [zarr, lerobot]` (replicas write the LeRobot parts, the driver assembles them) and,
+as the baseline, `formats: [zarr]` followed by the old one-writer export of dataset.zarr. It
+reports the time from the last committed episode to a finished dataset (the driver's share).
+
+    .venv/bin/python benchmarks/bench_output.py --job --episodes 2000 --replicas 1 2
 """
 
 from __future__ import annotations
@@ -123,6 +131,66 @@ def _check_opens(root: Path, episodes: int, frames: int) -> None:
     assert int(last["episode_index"]) == episodes - 1 and int(last["index"]) == frames - 1
 
 
+def run_job_once(n: int, steps: int, replicas: int, lerobot: bool, group: int, model: Path,
+                 init: Path, root: Path) -> dict:
+    """One generation job; seconds from its last committed episode to the finished datasets."""
+    from pipeline.generate import run_job
+    from schemas import JobSpec
+    from sim_model.data.formats.lerobot_writer import export_lerobot
+
+    out = root / f"job{n}-{replicas}-{'parts' if lerobot else 'old'}"
+    spec = JobSpec.model_validate({
+        "name": "bench", "model": str(model), "episodes": n, "horizon": steps, "batch_size": group,
+        "replicas": replicas, "resources": {"num_cpus": 1}, "task": "push",
+        "init": {"images": [str(init)]}, "action_sources": {"walk": {"kind": "scripted"}},
+        "output": {"path": str(out), "formats": ["zarr", "lerobot"] if lerobot else ["zarr"]}})
+    last = [0.0]
+
+    def note(progress) -> None:  # -> None
+        if progress.done == progress.total and not last[0]:
+            last[0] = time.perf_counter()
+
+    started = time.perf_counter()
+    run_job(spec, on_progress=note)
+    finished = time.perf_counter()
+    export_s = 0.0
+    if not lerobot:
+        export_lerobot(out / "dataset.zarr", out / "lerobot", repo_id="iws/bench", task="push")
+        export_s = time.perf_counter() - finished
+    _check_opens(out / "lerobot", n, n * steps)
+    files, size_bytes = tree_size(out)
+    shutil.rmtree(out, ignore_errors=True)
+    return {"episodes": n, "replicas": replicas, "path": "parts + assembly" if lerobot else "old: export on driver",
+            "job_s": finished - started, "after_s": finished - last[0] + export_s,
+            "files": files, "mb": size_bytes / 1e6}
+
+
+def jobs(args: argparse.Namespace, root: Path) -> None:
+    import ray
+    from PIL import Image
+
+    from pipeline.pusht.features import pusht_features
+    from sim_model.world_model import WorldModel
+
+    model = root / "tiny-32"
+    WorldModel.random(pusht_features(32), preset="tiny", seed=0).save(model)
+    init = root / "init.png"
+    Image.fromarray(np.full((32, 32, 3), 236, np.uint8)).save(init)
+    ray.init(address="local", include_dashboard=False, logging_level="WARNING",
+             num_cpus=max(args.replicas))
+    rows = [run_job_once(n, args.steps, r, lerobot, args.group, model, init, root)
+            for n in args.episodes for r in args.replicas for lerobot in (True, False)]
+    ray.shutdown()
+    load = os.getloadavg()
+    print(f"# generation jobs: tiny model at 32x32, {args.steps} frames/episode, groups of {args.group}, "
+          f"load average {load[0]:.1f} at the end\n")
+    print("| episodes | replicas | LeRobot path | job s | after the last episode s | ms/episode after | files | MB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['episodes']} | {r['replicas']} | {r['path']} | {r['job_s']:.1f} | {r['after_s']:.1f} | "
+              f"{1000 * r['after_s'] / r['episodes']:.1f} | {r['files']} | {r['mb']:.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, nargs="+", default=[100, 400])
@@ -131,11 +199,19 @@ def main() -> None:
     parser.add_argument("--lerobot", action="store_true",
                         help="also the LeRobot v3.0 dataset: old driver export vs assembled parts")
     parser.add_argument("--group", type=int, default=8, help="episodes per group (= per LeRobot part)")
+    parser.add_argument("--job", action="store_true", help="whole generation jobs on a local Ray")
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
     import logging
 
     logging.basicConfig(level=logging.WARNING)
     root = Path(tempfile.mkdtemp(prefix="bench_output_"))
+    if args.job:
+        try:
+            jobs(args, root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return
     try:
         rows = [measure(n, args.steps, args.size, args.lerobot, args.group, root) for n in args.episodes]
     finally:
