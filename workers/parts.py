@@ -100,11 +100,27 @@ def write_part(out: str, job: JobSpec, key: int, episodes: Sequence[Episode],
     return part
 
 
-def stored_episodes(out: str, records: Sequence[EpisodeRecord]) -> list[Episode]:
-    """The committed episodes of `records`, read back from their stores."""
+def stored_episodes(out: str, records: Sequence[EpisodeRecord]) -> list[Episode] | None:
+    """The committed episodes of `records`, read back from their stores; None (logged) if one
+    cannot be read or is not what its record says. Such an episode is the driver's to withdraw
+    (consolidation checks every checksum) and to have made again, with its part."""
     from sim_model.data.store import EpisodeStore
 
-    return [EpisodeStore.open(stored_uri(out, r), "r").episode(0) for r in records]
+    episodes = []
+    for record in records:
+        uri = stored_uri(out, record)
+        try:
+            episode = EpisodeStore.open(uri, "r").episode(0)
+        except (SpecError, IndexError) as error:
+            log.warning("episode %s at %s cannot be read (%s); its LeRobot part waits until it is "
+                        "made again", record.episode_id, uri, error)
+            return None
+        if episode.checksum() != record.checksum:
+            log.warning("episode %s at %s differs from its commit marker; its LeRobot part waits "
+                        "until it is made again", record.episode_id, uri)
+            return None
+        episodes.append(episode)
+    return episodes
 
 
 def withdraw(out: str, keys: Sequence[int], lease: Lease) -> None:

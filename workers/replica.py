@@ -99,7 +99,9 @@ class WorldModelReplica:
         if all(r is not None for r in existing):
             records = [r for r in existing if r is not None]
             if self._part_missing(specs, records):
-                self._write_part(specs, parts.stored_episodes(self.out, records), records)
+                stored = parts.stored_episodes(self.out, records)
+                if stored is not None:  # else: the driver's consolidation withdraws the damage
+                    self._write_part(specs, stored, records)
             return records
         start = time.perf_counter()
         policy = GroupActions(self.sources, self.wm.features.action_dim)

@@ -46,7 +46,9 @@ def _write_parts(spec: JobSpec, records: list[EpisodeRecord], which: list[int] |
     for g, group in enumerate(GROUPS):
         if which is None or g in which:
             rows = [records[i] for i in group]
-            parts.write_part(out, spec, group[0], parts.stored_episodes(out, rows), rows, FEATURES)
+            stored = parts.stored_episodes(out, rows)
+            assert stored is not None
+            parts.write_part(out, spec, group[0], stored, rows, FEATURES)
 
 
 def _exported_actions(root: Path, episode: int) -> np.ndarray:

@@ -64,12 +64,17 @@ def test_a_second_run_on_a_live_output_is_refused_and_deletes_nothing(
     assert not (out / "lease.json").exists(), "the first run released its lease"
 
 
+@pytest.mark.parametrize("formats", [["zarr"], ["zarr", "lerobot"]])
 def test_resume_regenerates_episodes_whose_marker_lacks_good_data(
         tmp_path: Path, ray_cluster, tiny_checkpoint: Path, tiny_pusht_store,
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, formats: list[str]) -> None:
+    """With LeRobot output every part record is lost too: the rerun remakes the parts from the
+    stored episodes, and waits with those of the missing and the damaged episode until they are
+    made again."""
     out = tmp_path / "out"
     spec = load_job(write_job(tmp_path / "job.yaml", job_dict(
-        tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=8)))
+        tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=8,
+        output={"path": str(out), "formats": formats})))
 
     def interrupt(progress: Progress) -> None:
         if progress.done >= 4:
@@ -82,6 +87,8 @@ def test_resume_regenerates_episodes_whose_marker_lacks_good_data(
     shutil.rmtree(out / "episodes" / missing)  # the state issue 13 left: a marker, no episode
     actions = zarr.open_group(out / "episodes" / damaged, mode="r+")["data/action"]
     actions[0] = actions[0] + 1  # readable, but no longer what its marker's checksum says
+    for record in (out / "lerobot_parts").glob("*.json"):
+        record.unlink()
 
     with caplog.at_level(logging.WARNING, logger="workers.writer"):
         manifest = run_job(spec)
@@ -92,3 +99,10 @@ def test_resume_regenerates_episodes_whose_marker_lacks_good_data(
     assert [e.checksum() for e in dataset] == [final[f"tiny-{i:06d}"].checksum for i in range(8)]
     for episode_id in (missing, damaged):
         assert f"episode {episode_id}" in caplog.text and "regenerated" in caplog.text, caplog.text
+    if "lerobot" in formats:
+        from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+        from sim_model.data.formats.lerobot_reader import video_backend
+
+        ds = LeRobotDataset("iws/tiny", root=out / "lerobot", video_backend=video_backend())
+        assert ds.num_episodes == 8 and ds.num_frames == sum(r.length for r in final.values())

@@ -269,7 +269,9 @@ def test_lerobot_parts_on_s3_and_a_partial_assembly_is_redone(s3_env: S3Bucket, 
               for a, b in ((0, 2), (2, 3))]
     for group in groups:
         rows = [records[e.index] for e in group]
-        parts.write_part(out, spec, group[0].index, parts.stored_episodes(out, rows), rows, features)
+        stored = parts.stored_episodes(out, rows)
+        assert stored is not None
+        parts.write_part(out, spec, group[0].index, stored, rows, features)
     by_id = {r.episode_id: r for r in records}
 
     def deny_info_json(request: object) -> tuple[int, bytes] | None:
