@@ -3,8 +3,9 @@
 
 Frames never pass through here: replicas write episodes straight to storage, and with LeRobot
 output each group's part of the LeRobot dataset too (workers/parts.py), and send back small
-EpisodeRecords; the driver assembles the LeRobot dataset from the parts' metadata. The commit markers on storage, not the records, are the truth the driver checks
-at the end (exactly `episodes` committed, one per index).
+EpisodeRecords; the driver assembles the LeRobot dataset from the parts' metadata. The commit
+markers on storage, not the records, are the truth the driver checks at the end (exactly
+`episodes` committed, one per index).
 
 The driver holds the output's lease (workers/lease.py) from before it touches the output until
 it is done, so no second run cleans up under it. A resume trusts a marker only with its data:
@@ -122,9 +123,9 @@ class _JobRun:
                 self.withdraw(error.damaged)
             except StaleParts as error:  # the next pass has the replicas make them again
                 parts.withdraw(self.out, error.keys, self.lease)
-        raise SpecError(f"job {self.spec.name}: episodes were still damaged after {REPAIR_PASSES} "
-                        f"passes of regenerating them; check the storage under {self.out} (disk errors, "
-                        "another program writing there?).")
+        raise SpecError(f"job {self.spec.name}: episodes or LeRobot parts were still damaged or missing "
+                        f"after {REPAIR_PASSES} passes of making them again; check the storage under "
+                        f"{self.out} (disk errors, another program writing there?).")
 
     def generate(self, address: str | None) -> None:
         """Roll every group with an uncommitted episode, have the LeRobot part of every other
