@@ -34,16 +34,10 @@ if [ ! -e "$DATA" ]; then
         --workers "${WORKERS:-2}"
 fi
 mkdir -p "$RUN"
-# The recipe (experiments/recipes/*.json: architecture options and dynamics settings chosen by the
-# ablations in docs/models/pusht.md) under this script's schedule, batch and budget.
-RECIPE="$RECIPE" DYN_STEPS="$DYN_STEPS" BATCH="$BATCH" FT_STEPS="$FT_STEPS" "$PY" - > "$RUN/continue.json" <<'PY'
-import json, os
-recipe = json.load(open(os.environ["RECIPE"])) if os.environ["RECIPE"] else {}
-dynamics = {**recipe.get("dynamics", {}), "steps": int(os.environ["DYN_STEPS"]),
-            "batch_size": int(os.environ["BATCH"]), "feedback_start": 0.0, "warmup": 20}
-config = {**recipe, "dynamics": dynamics, "decoder_finetune": {"steps": int(os.environ["FT_STEPS"])}}
-print(json.dumps(config, indent=1))
-PY
+# The recipe (experiments/recipes/*.json, chosen by the ablations in docs/models/pusht.md) under
+# this script's schedule, batch and budget.
+"$PY" scripts/recipe_config.py "$RECIPE" --dyn-steps "$DYN_STEPS" --batch "$BATCH" \
+    --ft-steps "$FT_STEPS" > "$RUN/continue.json"
 common=(--data "$DATA" --out "$RUN" --device "$DEVICE" --threads "$THREADS" --no-progress)
 "$PY" -m pipeline.cli train --stage dynamics --init-from "$FROM" --config "$RUN/continue.json" \
     --time-limit "$DYN_MIN" "${common[@]}"

@@ -26,13 +26,8 @@ if [ "$DEVICE" = cuda ]; then
     "$PY" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name())" || exit 1
 fi
 # The recipe with a schedule long enough that the time limit, not the step count, ends each stage.
-RECIPE="$RECIPE" BATCH="$BATCH" "$PY" - > "$RUN/burst.json" <<'PY'
-import json, os
-recipe = json.load(open(os.environ["RECIPE"]))
-dynamics = {**recipe.get("dynamics", {}), "steps": 200000, "batch_size": int(os.environ["BATCH"]),
-            "feedback_start": 0.0, "warmup": 20}
-print(json.dumps({**recipe, "dynamics": dynamics, "decoder_finetune": {"steps": 200000}}, indent=1))
-PY
+"$PY" scripts/recipe_config.py "$RECIPE" --dyn-steps 200000 --batch "$BATCH" --ft-steps 200000 \
+    > "$RUN/burst.json" || exit 1
 common=(--data "$DATA" --out "$RUN" --device "$DEVICE" --threads "${THREADS:-8}" --no-progress)
 "$PY" -m pipeline.cli train --stage dynamics --init-from "$FROM" --config "$RUN/burst.json" \
     --time-limit "$DYN_MIN" "${common[@]}" || exit 1
