@@ -23,6 +23,7 @@ from sim_model.storage.paths import (
     fetch,
     glob,
     is_file,
+    list_files,
     list_names,
     read_many,
     read_text,
@@ -59,7 +60,7 @@ from sim_model.storage.uri import (
 __all__ = [
     "SCHEMES", "STAGING_ROOT", "atomic", "bucket_of", "build_and_publish", "check_scheme",
     "children_with", "create_versioned", "discard_staged", "ensure_writable_dir", "exists",
-    "fetch", "glob", "is_file", "is_remote", "is_s3", "is_url", "join", "list_names", "local_path",
+    "fetch", "glob", "is_file", "is_remote", "is_s3", "is_url", "join", "list_files", "list_names", "local_path",
     "on_s3", "publish_dir", "read_many", "read_text", "read_versioned", "remove_file", "remove_if",
     "remove_stale_staging", "remove_tree", "replace_if", "staging_dir", "try_read_bytes", "try_read_text",
     "write_atomic", "write_new",

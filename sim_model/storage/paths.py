@@ -24,7 +24,7 @@ from pathlib import Path
 from schemas.errors import SpecError
 from sim_model.storage import atomic
 from sim_model.storage import s3_objects as remote
-from sim_model.storage.uri import local_path, on_s3
+from sim_model.storage.uri import join, local_path, on_s3
 
 
 def exists(uri: str) -> bool:
@@ -78,6 +78,17 @@ def list_names(uri: str, suffix: str = "") -> list[str]:
     if not path.is_dir():
         return []
     return sorted(p.name for p in path.iterdir() if p.name.endswith(suffix))
+
+
+def list_files(uri: str) -> list[str]:
+    """Every file below `uri`, at any depth, sorted ([] when `uri` does not exist); on S3 one
+    paginated listing, not a request per entry."""
+    if on_s3(uri):
+        return remote.list_files(uri)
+    path = local_path(uri)
+    if not path.is_dir():
+        return []
+    return sorted(join(uri, p.relative_to(path).as_posix()) for p in path.rglob("*") if p.is_file())
 
 
 def children_with(uri: str, name: str) -> set[str]:

@@ -226,6 +226,12 @@ def upload_tree(local: Path, uri: str) -> int:
     return len(files)
 
 
+def list_files(uri: str) -> list[str]:
+    """Every object under `uri/`, as s3:// URIs, sorted (one paginated listing)."""
+    bucket, _ = s3.split(uri)
+    return sorted(f"s3://{bucket}/{key}" for key in _keys(uri))
+
+
 def glob(pattern: str) -> list[str]:
     """s3:// URIs matching a glob in their last path component ('s3://b/init/*.png')."""
     parent, _, name = pattern.rpartition("/")

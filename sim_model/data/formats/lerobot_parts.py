@@ -345,26 +345,10 @@ def _remove_strays(dest: str, keys: list[int], info: dict[str, Any], total_episo
     meta_files = -(-total_episodes // META_ROWS)
     wanted |= {storage.join(dest, "meta", "episodes", f"chunk-{c:03d}", f"file-{f:03d}.parquet")
                for c, f in (divmod(i, CHUNKS_SIZE) for i in range(meta_files))}
-    found: list[str] = []
-    for top in ("data", "videos", storage.join("meta", "episodes")):
-        found += _files_under(storage.join(dest, top))
+    found = [uri for top in ("data", "videos", storage.join("meta", "episodes"))
+             for uri in storage.list_files(storage.join(dest, top))]
     removed = [uri for uri in found if uri not in wanted]
     for uri in removed:
         log.warning("removing %s: it belongs to no part of the assembled dataset", uri)
         storage.remove_file(uri)
     return removed
-
-
-def _files_under(uri: str, depth: int = 3) -> list[str]:
-    """Files below `uri`, at most `depth` levels down (data: chunk/file; videos: key/chunk/file)."""
-    names = storage.list_names(uri)
-    if not names:
-        return []
-    found = []
-    for name in names:
-        child = storage.join(uri, name)
-        if storage.is_file(child):
-            found.append(child)
-        elif depth > 1:
-            found += _files_under(child, depth - 1)
-    return found

@@ -281,6 +281,10 @@ def test_lerobot_parts_on_s3_and_a_partial_assembly_is_redone(s3_env: S3Bucket, 
     with inject("PutObject", deny_info_json), pytest.raises(SpecError, match="refused access"):
         assemble_lerobot(spec, groups, by_id)  # fault: dies before its last object
     assert not storage.exists(storage.join(out, "lerobot.done.json"))
+    # Assembly lists the dataset's files in one listing each (no request per file); local and
+    # s3:// give the same answer.
+    listed = storage.list_files(storage.join(out, "lerobot", "data"))
+    assert listed == [storage.join(out, "lerobot", "data", "chunk-000", f"file-00{k}.parquet") for k in (0, 2)]
     lerobot = assemble_lerobot(spec, groups, by_id)
     assert lerobot == storage.join(out, "lerobot") and storage.exists(storage.join(out, "lerobot.done.json"))
     dataset = LeRobotDataset("iws/tiny", root=storage.fetch(lerobot), video_backend="pyav")

@@ -144,3 +144,14 @@ def test_a_swap_cut_between_its_renames_leaves_a_copy_the_sweep_removes(
     assert len(aside) == 1 and (aside[0] / "data").read_text() == "old"
     assert storage.remove_stale_staging(str(tmp_path)) == 2  # the staged copy and the old one
     assert list(tmp_path.iterdir()) == []
+
+
+def test_list_files_finds_every_file_at_any_depth(tmp_path: Path) -> None:
+    from sim_model import storage
+
+    for name in ("a/b/c.parquet", "a/d.json", "e.txt"):
+        (tmp_path / "root" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "root" / name).write_text("x")
+    root = str(tmp_path / "root")
+    assert storage.list_files(root) == [f"{root}/a/b/c.parquet", f"{root}/a/d.json", f"{root}/e.txt"]
+    assert storage.list_files(str(tmp_path / "missing")) == []
