@@ -121,11 +121,11 @@ class WorldModelReplica:
             records.append(record)
             episodes.append(episode)
         if self._part_missing(specs, records):
-            built: list[Episode] | None = [e for e in episodes if e is not None]
+            rolled = [e for e in episodes if e is not None]
             # A row committed earlier by another writer is what this roll made, byte for byte;
             # if it is not, the part is made from what was committed.
-            if built is None or any(e.checksum() != r.checksum for e, r in zip(built, records, strict=True)):
-                built = parts.stored_episodes(self.out, records)
+            same = all(e.checksum() == r.checksum for e, r in zip(rolled, records, strict=True))
+            built = rolled if same else parts.stored_episodes(self.out, records)
             if built is not None:
                 self._write_part(specs, built, records)
         log.debug("group %s..%s: %d episodes x %d steps in %.2fs", specs[0].episode_id,

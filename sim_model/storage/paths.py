@@ -45,12 +45,8 @@ def read_text(uri: str) -> str:
 
 def try_read_text(uri: str) -> str | None:
     """The file's text, or None if it does not exist."""
-    if on_s3(uri):
-        return remote.try_read_text(uri)
-    try:
-        return local_path(uri).read_text()
-    except FileNotFoundError:
-        return None
+    data = try_read_bytes(uri)
+    return None if data is None else data.decode()
 
 
 def try_read_bytes(uri: str) -> bytes | None:
