@@ -1,26 +1,29 @@
 """What a generation job costs after its last rollout, as the dataset grows (issue 19).
 
-Writes N committed episodes into a job output the way the replicas do (`workers.writer.write_episode`:
-a per-episode store and its commit marker; with --lerobot also each group's LeRobot part,
-`workers.parts.write_part`, which the replicas encode in parallel), then times what the driver
-does with them alone, in one process: `consolidate` (every episode read back and appended to
-OUT/dataset.zarr), and for the LeRobot dataset both ways in the same run: the old one-writer
-export of dataset.zarr on the driver (`lerobot_writer.export_lerobot`, the baseline) and the
-assembly of the replicas' parts from their metadata (`consolidate.assemble_lerobot`). Frames: a
-32x32 disc moving over a floor with a little noise, so the codecs have work of a realistic kind.
+Writes N committed episodes into a job output the way the replicas do: each episode's store and
+commit marker (`workers.writer.write_episode`), then per group its part of the datasets
+(`workers.parts.write_part`: the Zarr shard, with --lerobot the LeRobot part too; the replicas
+do this in parallel) and the release of the episodes' own stores. Then it times, in one process,
+what the driver does: `check_parts` + `assemble_zarr` (the Parquet index over the shards) and,
+with --lerobot, `assemble_lerobot` (metadata only). The baseline runs in the same run on the same
+data: the old one-process path, every episode read back and appended to one store (what
+`consolidate` did; today `iws export zarr-dp` / `import_dataset` from the shards, on request) and,
+with --lerobot, the old one-writer LeRobot export of that store. Frames: a 32x32 disc moving over
+a floor with a little noise, so the codecs have work of a realistic kind.
 
 Reported per N: seconds and milliseconds per episode of each step (a path that scales has a flat
-per-episode cost, and its total does not sit on one process), files and bytes written, and the
-driver's peak RSS. The per-episode stores stay beside dataset.zarr: the double storage the issue
-names is counted in the bytes.
+per-episode cost on the driver), the files (objects) and bytes the job leaves, those the
+per-episode stores held before their release (the double storage the old layout kept), and the
+driver's peak RSS. With --s3 the output goes to a local SeaweedFS (`weed`, as the tests use) and
+the objects are counted by listing the bucket.
 
-    .venv/bin/python benchmarks/bench_output.py --episodes 100 400 [--steps 20 --lerobot --group 8]
+    .venv/bin/python benchmarks/bench_output.py --episodes 100 500 2000 [--steps 20 --lerobot --group 8 --s3]
 
 `--job` runs whole generation jobs instead (`run_job` on a local Ray, a random `tiny` model at
-32x32, scripted actions) with 1 and 2 replicas (`--replicas`), twice each: with
-`formats: [zarr, lerobot]` (replicas write the LeRobot parts, the driver assembles them) and,
-as the baseline, `formats: [zarr]` followed by the old one-writer export of dataset.zarr. It
-reports the time from the last committed episode to a finished dataset (the driver's share).
+32x32, scripted actions) with 1 and 2 replicas (`--replicas`), `formats: [zarr, lerobot]`, and
+the baseline in the same run: the old one-process path after the job (one store from the shards,
+then the one-writer LeRobot export). It reports the time from the last committed episode to
+finished datasets (the driver's share).
 
     .venv/bin/python benchmarks/bench_output.py --job --episodes 2000 --replicas 1 2
 """
@@ -65,57 +68,86 @@ def episode(index: int, steps: int, size: int, job: str):  # -> Episode
                    state=path.astype(np.float32))
 
 
-def tree_size(root: Path) -> tuple[int, int]:
-    files = [p for p in root.rglob("*") if p.is_file()]
+def census(uri: str) -> tuple[int, int]:
+    """(files or objects, bytes) under a local directory or an s3:// prefix."""
+    from sim_model import storage
+
+    if storage.on_s3(uri):
+        from sim_model.storage import s3
+
+        bucket, prefix = s3.split(uri)
+        pages = s3.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/")
+        sizes = [o["Size"] for page in pages for o in page.get("Contents", [])]
+        return len(sizes), sum(sizes)
+    files = [p for p in Path(uri).rglob("*") if p.is_file()]
     return len(files), sum(p.stat().st_size for p in files)
 
 
-def measure(n: int, steps: int, size: int, lerobot: bool, group: int, root: Path) -> dict:
-    from pipeline.generate.consolidate import assemble_lerobot, consolidate
+def measure(n: int, steps: int, size: int, lerobot: bool, group: int, root: Path, base: str) -> dict:
+    from pipeline.generate.consolidate import assemble_lerobot, assemble_zarr, check_parts
     from schemas import EpisodeSpec, JobSpec
+    from sim_model import storage
+    from sim_model.data.formats import import_dataset, open_dataset
     from sim_model.data.formats.lerobot_writer import export_lerobot
     from workers import parts
     from workers.writer import write_episode
 
-    out = root / f"job{n}"
+    out = storage.join(base, f"job{n}")
     spec = features(size)
     job = JobSpec.model_validate({
         "name": "bench", "model": "unused", "episodes": n, "horizon": steps, "task": "move the disc",
         "init": {"images": ["unused.png"]}, "action_sources": {"walk": {"kind": "scripted"}},
-        "output": {"path": str(out), "formats": ["zarr", "lerobot"]}})
+        "output": {"path": out, "formats": ["zarr", "lerobot"] if lerobot else ["zarr"]}})
     groups = [[EpisodeSpec(job_id="bench", index=i, episode_id=f"bench-{i:06d}", seed=i, init_ref="x",
                            action_source="walk", horizon=steps) for i in range(a, min(a + group, n))]
               for a in range(0, n, group)]
     write_s = part_s = 0.0
     records = {}
+    stores_files = stores_bytes = 0
     for specs in groups:
         started = time.perf_counter()
         episodes = [episode(e.index, steps, size, "bench") for e in specs]
-        rows = [write_episode(str(out), ep, e.index, spec) for ep, e in zip(episodes, specs, strict=True)]
+        rows = [write_episode(out, ep, e.index, spec) for ep, e in zip(episodes, specs, strict=True)]
         write_s += time.perf_counter() - started
         records.update({r.episode_id: r for r in rows})
-        if lerobot:
-            started = time.perf_counter()
-            parts.write_part(str(out), job, specs[0].index, episodes, rows, spec)
-            part_s += time.perf_counter() - started
-    ordered = [records[e.episode_id] for g in groups for e in g]
+        for r in rows:  # what the old layout kept for good: the episode's own store
+            files, size_bytes = census(storage.join(out, "episodes", r.uri.rstrip("/").rsplit("/", 1)[-1]))
+            stores_files, stores_bytes = stores_files + files, stores_bytes + size_bytes
+        started = time.perf_counter()
+        parts.write_part(out, job, specs[0].index, episodes, rows, spec)
+        parts.release_stores(out, job, rows)
+        part_s += time.perf_counter() - started
     started = time.perf_counter()
-    dataset, _ = consolidate(str(out), ordered, spec)
-    consolidate_s = time.perf_counter() - started
-    export_s = assemble_s = float("nan")
+    found = parts.read_parts(out)
+    check_parts(job, groups, records, found)
+    dataset = assemble_zarr(job, groups, records, spec)
+    index_s = time.perf_counter() - started
+    lerobot_s = float("nan")
     if lerobot:
         started = time.perf_counter()
-        export_lerobot(dataset, root / f"export{n}", repo_id="iws/bench", task="move the disc")
-        export_s = time.perf_counter() - started
+        assemble_lerobot(job, groups, records, found=found)
+        lerobot_s = time.perf_counter() - started
+    files, size_bytes = census(out)
+    sharded = open_dataset(dataset)
+    assert len(sharded) == n and sharded.n_frames == n * steps, (len(sharded), sharded.n_frames)
+    # The baseline, same run, same data: one process reads every episode into one store...
+    started = time.perf_counter()
+    one = import_dataset(sharded, root / f"one{n}.zarr")
+    one_s = time.perf_counter() - started
+    export_s = float("nan")
+    if lerobot:  # ... and the one-writer LeRobot export of that store
         started = time.perf_counter()
-        assemble_lerobot(job, groups, records)
-        assemble_s = time.perf_counter() - started
-        _check_opens(out / "lerobot", n, n * steps)
+        export_lerobot(one, root / f"export{n}", repo_id="iws/bench", task="move the disc")
+        export_s = time.perf_counter() - started
+        local = storage.fetch(storage.join(out, "lerobot")) if storage.on_s3(out) else Path(out) / "lerobot"
+        _check_opens(local, n, n * steps)
         shutil.rmtree(root / f"export{n}")
-    files, size_bytes = tree_size(out)
+    shutil.rmtree(root / f"one{n}.zarr")
+    storage.remove_tree(out)
     return {"episodes": n, "frames": n * steps, "write_s": write_s, "part_s": part_s,
-            "consolidate_s": consolidate_s, "export_s": export_s, "assemble_s": assemble_s,
-            "files": files, "mb": size_bytes / 1e6,
+            "index_s": index_s, "lerobot_s": lerobot_s, "one_s": one_s, "export_s": export_s,
+            "files": files, "mb": size_bytes / 1e6, "stores_files": stores_files,
+            "stores_mb": stores_bytes / 1e6,
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -133,7 +165,8 @@ def _check_opens(root: Path, episodes: int, frames: int) -> None:
 
 def run_job_once(n: int, steps: int, replicas: int, lerobot: bool, group: int, model: Path,
                  init: Path, root: Path) -> dict:
-    """One generation job; seconds from its last committed episode to the finished datasets."""
+    """One generation job; seconds from its last committed episode to finished datasets (with
+    `lerobot` False: formats [zarr] and the old one-process path afterwards, the baseline)."""
     from pipeline.generate import run_job
     from schemas import JobSpec
     from sim_model.data.formats.lerobot_writer import export_lerobot
@@ -153,16 +186,24 @@ def run_job_once(n: int, steps: int, replicas: int, lerobot: bool, group: int, m
     started = time.perf_counter()
     run_job(spec, on_progress=note)
     finished = time.perf_counter()
-    export_s = 0.0
-    if not lerobot:
-        export_lerobot(out / "dataset.zarr", out / "lerobot", repo_id="iws/bench", task="push")
-        export_s = time.perf_counter() - finished
-    _check_opens(out / "lerobot", n, n * steps)
-    files, size_bytes = tree_size(out)
+    if lerobot:
+        _check_opens(out / "lerobot", n, n * steps)
+        after_s = finished - last[0]
+    else:  # the old path after the job: one store on one process, then the one-writer export
+        from sim_model.data.formats import import_dataset
+
+        one = import_dataset(out / "dataset", root / "one.zarr")
+        export_lerobot(one, root / "export", repo_id="iws/bench", task="push")
+        after_s = time.perf_counter() - last[0]
+        _check_opens(root / "export", n, n * steps)
+        shutil.rmtree(root / "one.zarr")
+        shutil.rmtree(root / "export")
+    files, size_bytes = census(str(out))
     shutil.rmtree(out, ignore_errors=True)
-    return {"episodes": n, "replicas": replicas, "path": "parts + assembly" if lerobot else "old: export on driver",
-            "job_s": finished - started, "after_s": finished - last[0] + export_s,
-            "files": files, "mb": size_bytes / 1e6}
+    return {"episodes": n, "replicas": replicas,
+            "path": "parts + assembly" if lerobot else "old: one store + export on the driver",
+            "job_s": time.perf_counter() - started if not lerobot else finished - started,
+            "after_s": after_s, "files": files, "mb": size_bytes / 1e6}
 
 
 def jobs(args: argparse.Namespace, root: Path) -> None:
@@ -184,7 +225,7 @@ def jobs(args: argparse.Namespace, root: Path) -> None:
     load = os.getloadavg()
     print(f"# generation jobs: tiny model at 32x32, {args.steps} frames/episode, groups of {args.group}, "
           f"load average {load[0]:.1f} at the end\n")
-    print("| episodes | replicas | LeRobot path | job s | after the last episode s | ms/episode after | files | MB |")
+    print("| episodes | replicas | path | job s | after the last episode s | ms/episode after | files | MB |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['episodes']} | {r['replicas']} | {r['path']} | {r['job_s']:.1f} | {r['after_s']:.1f} | "
@@ -198,9 +239,10 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--lerobot", action="store_true",
                         help="also the LeRobot v3.0 dataset: old driver export vs assembled parts")
-    parser.add_argument("--group", type=int, default=8, help="episodes per group (= per LeRobot part)")
+    parser.add_argument("--group", type=int, default=8, help="episodes per group (= per part)")
     parser.add_argument("--job", action="store_true", help="whole generation jobs on a local Ray")
     parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--s3", action="store_true", help="write the output to a local SeaweedFS (needs `weed`)")
     args = parser.parse_args()
     import logging
 
@@ -212,23 +254,40 @@ def main() -> None:
         finally:
             shutil.rmtree(root, ignore_errors=True)
         return
+    base = str(root / "out")
+    server = None
+    if args.s3:
+        import contextlib
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's tests/ package
+        sys.modules.pop("tests", None)  # not a site-packages module of that name
+        from tests.fixtures.s3 import running_server
+
+        stack = contextlib.ExitStack()
+        server = stack.enter_context(running_server(root / "weed"))
+        os.environ.update(server.env())
+        base = f"s3://{server.create_bucket('bench')}/out"
     try:
-        rows = [measure(n, args.steps, args.size, args.lerobot, args.group, root) for n in args.episodes]
+        rows = [measure(n, args.steps, args.size, args.lerobot, args.group, root, base) for n in args.episodes]
     finally:
+        if server is not None:
+            stack.close()
         shutil.rmtree(root, ignore_errors=True)
     load = os.getloadavg()
+    where = "SeaweedFS (s3://)" if args.s3 else "local disk"
     print(f"# output path after the last rollout: {args.steps} frames/episode at {args.size}x{args.size}, "
-          f"groups of {args.group}, one process, load average {load[0]:.1f} at the end\n")
-    print("| episodes | frames | replicas' episode writes s | replicas' LeRobot parts s | consolidate s "
-          "| consolidate ms/ep | old: driver export s | export ms/ep | new: assembly s | assembly ms/ep "
-          "| files | MB | driver peak RSS MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          f"groups of {args.group}, output on {where}, one process, load average {load[0]:.1f} at the end\n")
+    print("| episodes | frames | replicas' episode writes s | replicas' parts s | new: index s | index ms/ep "
+          "| new: LeRobot assembly s | LeRobot ms/ep | old: one store s | one store ms/ep | old: LeRobot export s "
+          "| export ms/ep | files | MB | released stores: files | MB | driver peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         per = 1000 / r["episodes"]
         print(f"| {r['episodes']} | {r['frames']} | {r['write_s']:.1f} | {r['part_s']:.1f} | "
-              f"{r['consolidate_s']:.1f} | {r['consolidate_s'] * per:.1f} | {r['export_s']:.1f} | "
-              f"{r['export_s'] * per:.1f} | {r['assemble_s']:.2f} | {r['assemble_s'] * per:.2f} | "
-              f"{r['files']} | {r['mb']:.1f} | {r['rss_mb']:.0f} |")
+              f"{r['index_s']:.2f} | {r['index_s'] * per:.2f} | {r['lerobot_s']:.2f} | {r['lerobot_s'] * per:.2f} | "
+              f"{r['one_s']:.1f} | {r['one_s'] * per:.1f} | {r['export_s']:.1f} | {r['export_s'] * per:.1f} | "
+              f"{r['files']} | {r['mb']:.1f} | {r['stores_files']} | {r['stores_mb']:.1f} | {r['rss_mb']:.0f} |")
 
 
 if __name__ == "__main__":

@@ -19,13 +19,14 @@ joined to it with --address (a SIGKILL must hit a real driver process), and a re
 (SeaweedFS) behind a TCP proxy this script can cut. After the fault, drivers are run until one
 finishes (at most MAX_DRIVERS per trial), then the output is checked:
 
-    lost        reference episodes without a marker whose data is readable, or missing from
-                dataset.zarr
-    duplicated  markers beyond one per index, or an episode twice in dataset.zarr
-    stale       a marker, stored episode, dataset.zarr episode or manifest entry whose checksum is
-                not the undisturbed run's
-    leftovers   data no marker names (episode stores, uploads, staging copies), a lease not
-                released, a manifest not finished
+    lost        reference episodes without a marker, or missing from the dataset (OUT/dataset:
+                its index and shards)
+    duplicated  markers beyond one per index, or an episode twice in the dataset
+    stale       a marker, dataset episode or manifest entry whose checksum is not the undisturbed
+                run's
+    leftovers   data no marker names (episode stores, uploads, staging copies), episode stores
+                left after their group's part was written, shards the index does not name, a
+                lease not released, a manifest not finished
     hung        a driver that did not end within DRIVER_TIMEOUT_S
 
 The exit status is 1 when any trial broke an invariant (the log of its drivers is printed).
@@ -337,9 +338,9 @@ def check(out: str, reference: dict[str, str], trial: Trial) -> None:
     """Count what the trial's output breaks (see the module docstring) into `trial`."""
     from schemas import RunManifest
     from sim_model import storage
-    from sim_model.data.store import EpisodeStore
+    from sim_model.data.shards import SHARDS_DIR, ShardedDataset, read_index, shard_name
     from workers.lease import lease_uri
-    from workers.writer import COMMITS_DIR, EPISODES_DIR, committed_records, stored_uri
+    from workers.writer import COMMITS_DIR, EPISODES_DIR, committed_records
 
     def problem(field_name: str, text: str, count: int = 1) -> None:
         setattr(trial, field_name, getattr(trial, field_name) + count)
@@ -356,40 +357,39 @@ def check(out: str, reference: dict[str, str], trial: Trial) -> None:
     for episode_id, record in records.items():
         if episode_id in reference and record.checksum != reference[episode_id]:
             problem("stale", f"marker of {episode_id} has another checksum")
-        try:
-            stored = EpisodeStore.open(stored_uri(out, record), "r")
-            if len(stored) != 1 or stored.episode(0).checksum() != record.checksum:
-                problem("stale", f"stored {episode_id} is not what its marker says")
-        except Exception as error:  # a marker without (readable) data
-            problem("lost", f"marker of {episode_id} names unreadable data ({error})")
-    named = {stored_uri(out, r).rsplit("/", 1)[-1] for r in records.values()}
-    for extra in set(storage.list_names(storage.join(out, EPISODES_DIR))) - named:
-        problem("leftovers", f"episodes/{extra} is named by no marker")
+    # Once a group's part is written its episodes' own stores are released: none may be left.
+    for extra in storage.list_names(storage.join(out, EPISODES_DIR)):
+        problem("leftovers", f"episodes/{extra} is still there after the job finished")
     for extra in storage.list_names(storage.join(out, COMMITS_DIR)):
         if not extra.endswith(".json") or extra.startswith("."):
             problem("leftovers", f"commits/{extra}")
     if storage.exists(lease_uri(out)):
         problem("leftovers", "the lease was not released")
     try:
-        dataset = EpisodeStore.open(storage.join(out, "dataset.zarr"), "r")
+        dataset = ShardedDataset(storage.join(out, "dataset"))
         ids = [dataset.meta(i).episode_id for i in range(len(dataset))]
         for episode_id, count in Counter(ids).items():
             if count > 1:
-                problem("duplicated", f"{episode_id} {count} times in dataset.zarr", count - 1)
+                problem("duplicated", f"{episode_id} {count} times in the dataset", count - 1)
         for episode_id in reference.keys() - set(ids):
-            problem("lost", f"{episode_id} missing from dataset.zarr")
+            problem("lost", f"{episode_id} missing from the dataset")
         for i, episode_id in enumerate(ids):
             if reference.get(episode_id) != dataset.episode(i).checksum():
-                problem("stale", f"dataset.zarr's {episode_id} is not the undisturbed run's")
+                problem("stale", f"the dataset's {episode_id} is not the undisturbed run's")
+        named = {shard_name(row.shard) for row in dataset.rows}
+        for extra in set(storage.list_names(storage.join(out, "dataset", SHARDS_DIR))) - named:
+            problem("leftovers", f"dataset/shards/{extra} is named by no index row")
     except Exception as error:
-        problem("lost", f"dataset.zarr cannot be read ({error})", len(reference))
+        problem("lost", f"the dataset cannot be read ({error})", len(reference))
     try:
         manifest = RunManifest.model_validate_json(storage.read_text(storage.join(out, "manifest.json")))
         if manifest.finished is None:
             problem("leftovers", "manifest.json is not finished")
-        listed = {r.episode_id: r.checksum for r in manifest.episodes}
-        if listed != reference:
-            problem("stale", f"manifest.json lists {len(listed)} episodes, not the undisturbed run's")
+        rows, _ = read_index(storage.join(out, "dataset"))
+        listed = {r.episode_id: r.checksum for r in rows}
+        if manifest.episodes_committed != len(reference) or listed != reference:
+            problem("stale", f"the manifest counts {manifest.episodes_committed} episodes and the index "
+                    f"lists {len(listed)}, not the undisturbed run's")
     except Exception as error:
         problem("stale", f"manifest.json cannot be read ({error})")
 
@@ -486,10 +486,11 @@ def table(trials: list[Trial], soak: Soak, elapsed_s: float, command: str) -> st
         "found it finished and check a plain resume.", "",
         *rows, "",
         f"Second drivers: {dict(outcomes)}. Writer kills: {dict(writers)}.", "",
-        "Checked after every trial: one marker per index and no other, each marker's data present "
-        "and equal to it, the checksums of the undisturbed run in markers, stored episodes, "
-        "dataset.zarr and manifest.json, nothing under episodes/ that no marker names, no staging "
-        "leftovers, the lease released, the manifest finished.",
+        "Checked after every trial: one marker per index and no other, every episode once in the "
+        "dataset (its index over the shards), the checksums of the undisturbed run in markers, the "
+        "dataset and manifest.json, nothing left under episodes/ (released once a group's part is "
+        "written), no shard the index does not name, no staging leftovers, the lease released, "
+        "the manifest finished.",
     ]
     broken = [t for t in trials if t.broken]
     if broken:

@@ -120,13 +120,19 @@ class OutputSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str = Field(description="Output directory or s3:// prefix; holds episodes/, commits/, "
-                      "manifest.json and the consolidated datasets.")
+    path: str = Field(description="Output directory or s3:// prefix; holds commits/, manifest.json "
+                      "and the datasets (dataset/, lerobot/), and episodes/ while they are written.")
     formats: list[Literal["zarr", "lerobot"]] = Field(
         default_factory=lambda: ["zarr"], min_length=1,  # type: ignore[arg-type]
-        description="Datasets to produce at the end: 'zarr' -> dataset.zarr (Diffusion Policy layout), "
-        "'lerobot' -> lerobot/ (LeRobot v3.0; each group encoded by its replica as one part, the driver "
-        "assembles their metadata: workers/parts.py; implies zarr).")
+        description="Datasets to produce: 'zarr' -> dataset/ (one Diffusion-Policy-layout shard per group "
+        "and a Parquet index; `iws export zarr-dp` makes one store of it), 'lerobot' -> lerobot/ (LeRobot "
+        "v3.0). Each group is written by its replica as one part of each, the driver assembles their "
+        "metadata (workers/parts.py); 'lerobot' implies 'zarr'.")
+    keep_episode_stores: bool = Field(
+        default=False, description="Keep each episode's own store under episodes/ after its group's "
+        "part of the datasets is written (for debugging: it stores every episode twice). By default "
+        "an episode's data lives only in the datasets once its part is written; episodes the filter "
+        "leaves out are then kept only as their commit records (score, success, checksum).")
     lerobot_camera_keys: dict[str, str] = Field(
         default_factory=dict, description="LeRobot key of a camera in lerobot/ where not "
         "'observation.images.<camera>', e.g. {top: observation.image}, the camera key of "

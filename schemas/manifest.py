@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.episode import EpisodeRecord
-
 
 class RunManifest(BaseModel):
-    """Summary of a generation job. Never holds credentials."""
+    """Summary of a generation job: job-level facts only, the same size at any episode count
+    (per-episode records are in its `index`). Never holds credentials."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -16,11 +15,18 @@ class RunManifest(BaseModel):
     spec_hash: str = Field(description="sha256 of the validated job spec (canonical JSON).")
     model_hash: str | None = Field(default=None, description="Hash of the world-model checkpoint.")
     episodes_requested: int = Field(ge=0, description="Episodes the spec asks for.")
-    episodes: list[EpisodeRecord] = Field(default_factory=list, description="Committed episodes, by index.")
+    episodes_committed: int = Field(default=0, ge=0, description="Episodes committed (one commit marker "
+                                    "each under OUT/commits/).")
+    episodes_in_datasets: int | None = Field(default=None, ge=0, description="Episodes the datasets hold "
+                                             "(the filter's), once they are assembled.")
     started: str = Field(description="ISO-8601 UTC start time of this run.")
     finished: str | None = Field(default=None, description="ISO-8601 UTC end time, None while running.")
     frames: int = Field(default=0, ge=0, description="Frames generated in total.")
-    datasets: dict[str, str] = Field(default_factory=dict, description="Format -> URI of consolidated outputs.")
+    datasets: dict[str, str] = Field(default_factory=dict, description="Format -> URI of the assembled datasets.")
+    index: str | None = Field(default=None, description="URI of the per-episode index (Parquet, one row "
+                              "per committed episode: id, index, seed, source, score, success, checksum, "
+                              "shard and offset in the Zarr dataset; sim_model/data/shards.py), written "
+                              "when the datasets are assembled.")
 
 
 class ExportRecord(BaseModel):
@@ -39,10 +45,10 @@ class ExportRecord(BaseModel):
 
 
 class PartRecord(BaseModel):
-    """The commit marker of one part of a job's LeRobot dataset (OUT/lerobot_parts/<key>.json),
-    written after the part's files: the kept episodes of one group, in order, with the checksums
-    of the committed episodes they were made from. A part whose marker disagrees with the
-    committed episodes or the job's camera keys is made again."""
+    """The commit marker of one part of a job's datasets (OUT/parts/<key>.json), written after
+    the part's files: the kept episodes of one group, in order, with the checksums of the
+    committed episodes they were made from. A part whose marker disagrees with the committed
+    episodes, the job's formats or its camera keys is made again."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -50,5 +56,9 @@ class PartRecord(BaseModel):
     episodes: list[tuple[str, str]] = Field(default_factory=list,
                                             description="(episode id, checksum) of each episode in the part.")
     frames: int = Field(default=0, ge=0, description="Frames in the part.")
+    rejected: list[tuple[str, str]] = Field(default_factory=list, description="(episode id, checksum) "
+                                            "of the group's episodes the filter left out of the datasets.")
+    formats: list[str] = Field(default_factory=lambda: ["lerobot"],
+                               description="Datasets the part was written to ('zarr': its shard).")
     camera_keys: dict[str, str] = Field(default_factory=dict,
                                         description="Cameras written under other keys (output.lerobot_camera_keys).")

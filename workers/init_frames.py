@@ -42,8 +42,8 @@ def _zarr_store(path: str) -> Any:
 
 
 @lru_cache(maxsize=4)
-def _lerobot(path: str) -> EpisodeSource:
-    return open_dataset(path)  # a LeRobotReader; s3://: read from a cached local copy
+def _opened(path: str) -> EpisodeSource:
+    return open_dataset(path)  # sharded: in place; LeRobot: s3:// read from a cached local copy
 
 
 def _dataset(path: str) -> EpisodeSource:
@@ -51,8 +51,8 @@ def _dataset(path: str) -> EpisodeSource:
     kind = dataset_kind(path)
     if kind == "zarr":
         return _zarr_store(path)
-    if kind == "lerobot":
-        return _lerobot(path)
+    if kind in ("shards", "lerobot"):
+        return _opened(path)
     raise SpecError(f"init.dataset {path} is a JSONL file; initial frames need a Zarr or LeRobot dataset.")
 
 

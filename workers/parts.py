@@ -1,19 +1,23 @@
-"""The job's LeRobot dataset, written in parts by the replicas (sim_model/data/formats/lerobot_parts.py).
+"""The job's datasets, written in parts by the replicas: one part per group of episodes.
 
-Each group of episodes, once its episodes are committed, becomes one part: its kept episodes
-(the filter's), encoded by the replica that rolled them, at their place in the final dataset.
+Once a group's episodes are committed, the replica that rolled them writes the group's kept
+episodes (the filter's) at their place in each final dataset:
 
-    OUT/lerobot/data/..., OUT/lerobot/videos/...   the part's data file and videos
-    OUT/lerobot_parts/<key:08d>/                   its own metadata, for assembly
-    OUT/lerobot_parts/<key:08d>.json               its PartRecord, written last
+    OUT/dataset/shards/<key:08d>.zarr              its shard of the Zarr dataset (an EpisodeStore,
+                                                   Diffusion-Policy layout; sim_model/data/shards.py)
+    OUT/lerobot/data/..., OUT/lerobot/videos/...   with LeRobot output: its data file and videos
+                                                   (sim_model/data/formats/lerobot_parts.py)
+    OUT/parts/<key:08d>/                           the LeRobot part's own metadata, for assembly
+    OUT/parts/<key:08d>.json                       its PartRecord, written last
 
 The key is the index of the group's first episode, so parts sort in episode order. A part is
 current when its record lists exactly the group's kept committed episodes, with their checksums,
-under the job's camera keys; otherwise the replica makes it again from the committed episodes
-(read back from their stores; nothing is rolled again). Two writers of one part write the same
-episodes, so whichever files and record land last are equally right; the record is written
-after the files. The driver assembles the parts into one dataset at the end of the job
-(pipeline/generate/consolidate.py: `assemble_lerobot`).
+in the job's formats under its camera keys; otherwise the replica makes it again from the
+committed episodes (read back from their stores; nothing is rolled again). Two writers of one
+part write the same episodes, so whichever files and record land last are equally right; the
+record is written after the files. The driver assembles the parts at the end of the job
+(pipeline/generate/consolidate.py): an index for the Zarr dataset, metadata for LeRobot; no
+frame is read or copied.
 """
 
 from __future__ import annotations
@@ -24,18 +28,21 @@ from collections.abc import Sequence
 from schemas import EpisodeRecord, EpisodeSpec, FeatureSpec, JobSpec, PartRecord, SpecError
 from sim_model import storage
 from sim_model.data.episode import Episode
+from sim_model.data.shards import SHARDS_DIR, shard_name, shard_uri, write_shard
 from workers.lease import Lease
 from workers.scoring import is_kept
-from workers.writer import stored_uri
+from workers.writer import STORE_ROOT_FILE, stored_uri
 
 log = logging.getLogger(__name__)
 
+DATASET_DIR = "dataset"
 LEROBOT_DIR = "lerobot"
-PARTS_DIR = "lerobot_parts"
+PARTS_DIR = "parts"
 
 
-def wants_parts(job: JobSpec) -> bool:
-    return "lerobot" in job.output.formats
+def part_formats(job: JobSpec) -> list[str]:
+    """The formats each part is written in: the Zarr shard always ('lerobot' implies 'zarr')."""
+    return sorted({"zarr", *job.output.formats})
 
 
 def part_key(group: Sequence[EpisodeSpec]) -> int:
@@ -70,63 +77,113 @@ def kept(job: JobSpec, records: Sequence[EpisodeRecord]) -> list[EpisodeRecord]:
 
 
 def is_current(part: PartRecord | None, job: JobSpec, records: Sequence[EpisodeRecord]) -> bool:
-    """Whether `part` holds exactly the kept episodes of `records` under the job's camera keys."""
+    """Whether `part` holds exactly the kept episodes of `records` in the job's formats under its
+    camera keys."""
     return (part is not None and part.camera_keys == job.output.lerobot_camera_keys
+            and part.formats == part_formats(job)
             and part.episodes == [(r.episode_id, r.checksum) for r in kept(job, records)])
 
 
-def write_part(out: str, job: JobSpec, key: int, episodes: Sequence[Episode],
+def write_part(out: str, job: JobSpec, key: int, episodes: Sequence[Episode | None],
                records: Sequence[EpisodeRecord], features: FeatureSpec) -> PartRecord:
-    """Make part `key` from the group's committed `records` and their `episodes` (same order),
-    then write its record. SpecError if an episode is not what its record says."""
-    from sim_model.data.formats.lerobot_parts import write_part as write_files
-
+    """Make part `key` from the group's committed `records` and their `episodes` (same order; an
+    episode the filter leaves out may be None), then write its record. SpecError if a kept
+    episode is missing or not what its record says."""
     chosen = {r.episode_id for r in kept(job, records)}
     pairs = sorted(((r, e) for r, e in zip(records, episodes, strict=True) if r.episode_id in chosen),
                    key=lambda pair: pair[0].index)
     for record, episode in pairs:
-        if episode.checksum() != record.checksum:
+        if episode is None or episode.checksum() != record.checksum:
             raise SpecError(f"episode {record.episode_id} differs from its committed data (checksum "
-                            f"{record.checksum[:12]}); its LeRobot part is not written. Rerun the job.")
-    frames = 0
-    if pairs:
-        frames = write_files([e for _, e in pairs], features, storage.join(out, LEROBOT_DIR),
-                             parts_root(out), key, tasks=[e.meta.task or job.task or "" for _, e in pairs],
-                             camera_keys=job.output.lerobot_camera_keys or None)
-    part = PartRecord(key=key, episodes=[(r.episode_id, r.checksum) for r, _ in pairs], frames=frames,
+                            f"{record.checksum[:12]}); its part is not written. Rerun the job.")
+    formats = part_formats(job)
+    chosen_episodes = [e for _, e in pairs if e is not None]
+    if chosen_episodes:
+        write_shard(storage.join(out, DATASET_DIR), key, chosen_episodes, features)
+    if chosen_episodes and "lerobot" in formats:
+        from sim_model.data.formats.lerobot_parts import write_part as write_lerobot
+
+        write_lerobot(chosen_episodes, features, storage.join(out, LEROBOT_DIR), parts_root(out), key,
+                      tasks=[e.meta.task or job.task or "" for e in chosen_episodes],
+                      camera_keys=job.output.lerobot_camera_keys or None)
+    left_out = sorted((r for r in records if r.episode_id not in chosen), key=lambda r: r.index)
+    part = PartRecord(key=key, episodes=[(r.episode_id, r.checksum) for r, _ in pairs],
+                      rejected=[(r.episode_id, r.checksum) for r in left_out],
+                      frames=sum(len(e) for e in chosen_episodes), formats=formats,
                       camera_keys=job.output.lerobot_camera_keys)
     storage.write_atomic(marker_uri(out, key), part.model_dump_json(indent=1))
-    log.debug("LeRobot part %d: %d episodes, %d frames", key, len(pairs), frames)
+    log.debug("part %d (%s): %d episodes, %d frames", key, "+".join(formats), len(pairs), part.frames)
     return part
 
 
-def stored_episodes(out: str, records: Sequence[EpisodeRecord]) -> list[Episode] | None:
-    """The committed episodes of `records`, read back from their stores; None (logged) if one
-    cannot be read or is not what its record says. Such an episode is the driver's to withdraw
-    (consolidation checks every checksum) and to have made again, with its part."""
+def release_stores(out: str, job: JobSpec, records: Sequence[EpisodeRecord]) -> None:
+    """Delete the episodes' own stores once their group's part is written: from then on the
+    datasets hold their data (unless output.keep_episode_stores)."""
+    if job.output.keep_episode_stores:
+        return
+    for record in records:
+        storage.remove_tree(stored_uri(out, record))
+
+
+def drop_parts_without_shards(out: str, found: dict[int, PartRecord], lease: Lease) -> dict[int, PartRecord]:
+    """The part records whose shard is there (or that hold no episode); the others are removed
+    (logged): their episodes' data went with the shard, so they are made again, part and all.
+    One listing of the shards. Only the output's lease holder may call it."""
+    present = storage.children_with(storage.join(out, DATASET_DIR, SHARDS_DIR), STORE_ROOT_FILE)
+    gone = [key for key, part in found.items() if part.episodes and shard_name(key) not in present]
+    if gone:
+        lease.verify()
+    for key in gone:
+        log.warning("part %d: its shard %s is missing; its episodes are made again", key,
+                    shard_uri(storage.join(out, DATASET_DIR), key))
+        storage.remove_file(marker_uri(out, key))
+    return {key: part for key, part in found.items() if key not in gone}
+
+
+def held_by_parts(found: dict[int, PartRecord]) -> set[tuple[str, str]]:
+    """(episode id, checksum) of every committed episode whose data a part holds (`found`: part
+    records whose shards are there, `drop_parts_without_shards`): its kept episodes, and the
+    episodes it records as left out (they need no data). A resume keeps their commit markers
+    although their own stores are gone."""
+    held: set[tuple[str, str]] = set()
+    for part in found.values():
+        held.update(part.rejected)
+        held.update(part.episodes)
+    return held
+
+
+def read_committed(out: str, record: EpisodeRecord, part: PartRecord | None) -> Episode | str:
+    """A committed episode from its own store or, where that is gone, from the shard of its
+    group's `part` (when that part lists it with the same checksum); else why it cannot be had."""
     from sim_model.data.store import EpisodeStore
 
-    episodes = []
+    uri, row = stored_uri(out, record), 0
+    pair = (record.episode_id, record.checksum)
+    if part is not None and pair in part.episodes and not storage.exists(uri):
+        uri, row = shard_uri(storage.join(out, DATASET_DIR), part.key), part.episodes.index(pair)
+    try:
+        episode = EpisodeStore.open(uri, "r").episode(row)
+    except (SpecError, IndexError) as error:
+        storage.exists(uri)  # raises if the storage itself is unreachable: not the episode's fault
+        return f"its data at {uri} cannot be read ({error})"
+    if episode.checksum() != record.checksum:
+        return f"its data at {uri} does not match the checksum in its commit marker"
+    return episode
+
+
+def stored_episodes(out: str, job: JobSpec, records: Sequence[EpisodeRecord],
+                    part: PartRecord | None = None) -> list[Episode | None] | None:
+    """The group's kept committed episodes, in the order of `records` (None for those the filter
+    leaves out), read back by `read_committed`. None (logged) if one cannot be had: such an
+    episode is the driver's to withdraw (`consolidate.damaged_episodes`) and to have made
+    again, with its part."""
+    chosen = {r.episode_id for r in kept(job, records)}
+    episodes: list[Episode | None] = []
     for record in records:
-        uri = stored_uri(out, record)
-        try:
-            episode = EpisodeStore.open(uri, "r").episode(0)
-        except (SpecError, IndexError) as error:
-            log.warning("episode %s at %s cannot be read (%s); its LeRobot part waits until it is "
-                        "made again", record.episode_id, uri, error)
+        found = read_committed(out, record, part) if record.episode_id in chosen else None
+        if isinstance(found, str):
+            log.warning("episode %s: %s; its group's part waits until it is made again",
+                        record.episode_id, found)
             return None
-        if episode.checksum() != record.checksum:
-            log.warning("episode %s at %s differs from its commit marker; its LeRobot part waits "
-                        "until it is made again", record.episode_id, uri)
-            return None
-        episodes.append(episode)
+        episodes.append(found)
     return episodes
-
-
-def withdraw(out: str, keys: Sequence[int], lease: Lease) -> None:
-    """Remove the records of parts that are not current; the next pass makes them again."""
-    if not keys:
-        return
-    lease.verify()
-    for key in keys:
-        storage.remove_file(marker_uri(out, key))

@@ -91,17 +91,14 @@ class WorldModelReplica:
             return [], str(error)
 
     def roll_group(self, specs: list[EpisodeSpec]) -> list[EpisodeRecord]:
-        """Roll a group in lockstep and commit every episode not committed yet; with LeRobot
-        output, then write the group's part (workers/parts.py) unless it is current. A group
-        whose episodes are all committed is not rolled again: its part, if missing, is made
-        from the stored episodes."""
+        """Roll a group in lockstep and commit every episode not committed yet, then write the
+        group's part of the datasets (workers/parts.py) unless it is current, and release the
+        episodes' own stores. A group whose episodes are all committed is not rolled again: its
+        part, if missing, is made from the stored episodes."""
         existing = [read_commit(self.out, s.episode_id) for s in specs]
         if all(r is not None for r in existing):
             records = [r for r in existing if r is not None]
-            if self._part_missing(specs, records):
-                stored = parts.stored_episodes(self.out, records)
-                if stored is not None:  # else: the driver's consolidation withdraws the damage
-                    self._write_part(specs, stored, records)
+            self._finish_part(specs, records, None)
             return records
         start = time.perf_counter()
         policy = GroupActions(self.sources, self.wm.features.action_dim)
@@ -110,37 +107,35 @@ class WorldModelReplica:
         for row, spec in enumerate(specs):
             record = existing[row]
             # A committed row is rolled again only to keep the batch identical; it is stored
-            # already, and built here only for the LeRobot part.
-            episode = (self._episode(spec, row, rollout, policy.describe(row))
-                       if record is None or parts.wants_parts(self.job) else None)
+            # already, and built here only for the group's part.
+            episode = self._episode(spec, row, rollout, policy.describe(row))
             if record is None:
-                assert episode is not None
                 score, success = (None, None) if self.scorer is None else score_episode(self.scorer, episode)
                 record = write_episode(self.out, episode, spec.index, self.features, score=score,
                                        success=success)
             records.append(record)
             episodes.append(episode)
-        if self._part_missing(specs, records):
-            rolled = [e for e in episodes if e is not None]
-            # A row committed earlier by another writer is what this roll made, byte for byte;
-            # if it is not, the part is made from what was committed.
-            same = all(e.checksum() == r.checksum for e, r in zip(rolled, records, strict=True))
-            built = rolled if same else parts.stored_episodes(self.out, records)
-            if built is not None:
-                self._write_part(specs, built, records)
+        self._finish_part(specs, records, episodes)
         log.debug("group %s..%s: %d episodes x %d steps in %.2fs", specs[0].episode_id,
                   specs[-1].episode_id, len(specs), specs[0].horizon, time.perf_counter() - start)
         return records
 
-    def _part_missing(self, specs: list[EpisodeSpec], records: list[EpisodeRecord]) -> bool:
-        if not parts.wants_parts(self.job):
-            return False
-        current = parts.read_parts_of(self.out, parts.part_key(specs))
-        return not parts.is_current(current, self.job, records)
-
-    def _write_part(self, specs: list[EpisodeSpec], episodes: list[Episode],
-                    records: list[EpisodeRecord]) -> None:
-        parts.write_part(self.out, self.job, parts.part_key(specs), episodes, records, self.features)
+    def _finish_part(self, specs: list[EpisodeSpec], records: list[EpisodeRecord],
+                     rolled: list[Episode] | None) -> None:
+        """Write the group's part unless it is current, from the `rolled` episodes if they are
+        what was committed, else from the stored ones; then release the episodes' own stores."""
+        part = parts.read_parts_of(self.out, parts.part_key(specs))
+        if not parts.is_current(part, self.job, records):
+            # A row committed earlier by another writer is what this roll made, byte for byte;
+            # if it is not, the part is made from what was committed.
+            same = rolled is not None and all(e.checksum() == r.checksum
+                                              for e, r in zip(rolled, records, strict=True))
+            built: list[Episode | None] | None = (list(rolled) if same and rolled is not None else
+                                                  parts.stored_episodes(self.out, self.job, records, part))
+            if built is None:  # a stored episode is damaged: the driver withdraws it
+                return
+            parts.write_part(self.out, self.job, parts.part_key(specs), built, records, self.features)
+        parts.release_stores(self.out, self.job, records)
 
     def _episode(self, spec: EpisodeSpec, row: int, rollout: ClosedLoopRollout, label: str) -> Episode:
         meta = EpisodeMeta(episode_id=spec.episode_id, length=spec.horizon, task=self.job.task,

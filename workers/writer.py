@@ -9,6 +9,10 @@
     OUT/commits/<episode_id>.json  its EpisodeRecord, written last and only if absent (a
                                    conditional write): the episode counts only once this exists
 
+The episode's own store is the unit of exactly-once commits, not of the datasets: once its
+group's part of the datasets is written (workers/parts.py), the replica deletes it (unless
+output.keep_episode_stores), and the part holds the data; the commit marker stays.
+
 Writes are idempotent: a committed episode is never rewritten, and a retried batch reproduces
 byte-identical arrays, so at-least-once retries cannot duplicate or change an episode. When two
 writers race for one marker, exactly one wins; the loser checks that the winner's checksum is
@@ -27,7 +31,8 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
+from collections.abc import Set as AbstractSet
 
 from schemas import EpisodeRecord, FeatureSpec, SpecError
 from sim_model import storage
@@ -68,9 +73,11 @@ def read_commit(out: str, episode_id: str) -> EpisodeRecord | None:
     return None if text is None else EpisodeRecord.model_validate_json(text)
 
 
-def committed_records(out: str) -> dict[str, EpisodeRecord]:
-    """Every committed episode of the output, by episode id."""
-    names = storage.list_names(storage.join(out, COMMITS_DIR), suffix=".json")
+def committed_records(out: str, skip: Container[str] = ()) -> dict[str, EpisodeRecord]:
+    """Every committed episode of the output, by episode id, but those in `skip` (ids whose
+    records the caller holds: their markers are listed, not read)."""
+    names = [n for n in storage.list_names(storage.join(out, COMMITS_DIR), suffix=".json")
+             if n.removesuffix(".json") not in skip]
     texts = storage.read_many([storage.join(out, COMMITS_DIR, name) for name in names])
     records = [EpisodeRecord.model_validate_json(t) for t in texts if t is not None]
     return {r.episode_id: r for r in records}
@@ -169,13 +176,15 @@ def write_episode(out: str, episode: Episode, index: int, features: FeatureSpec,
     return commit(out, stage_episode(out, episode, index, features, score=score, success=success))
 
 
-def drop_commits_without_data(out: str, records: dict[str, EpisodeRecord],
-                              lease: Lease) -> dict[str, EpisodeRecord]:
-    """The records whose data is present (a store root under episodes/); the others are
-    uncommitted. One listing, so a resume checks every marker cheaply; checksums are checked
-    when consolidation reads the episodes."""
+def drop_commits_without_data(out: str, records: dict[str, EpisodeRecord], lease: Lease, *,
+                              held: AbstractSet[tuple[str, str]] = frozenset()) -> dict[str, EpisodeRecord]:
+    """The records whose data is present (a store root under episodes/, or in `held`: the
+    (episode id, checksum) pairs whose data the datasets' parts hold, workers/parts.py); the
+    others are uncommitted. One listing, so a resume checks every marker cheaply; checksums are
+    checked when a part is made from the stored episodes."""
     present = storage.children_with(storage.join(out, EPISODES_DIR), STORE_ROOT_FILE)
-    missing = {k: r for k, r in records.items() if stored_uri(out, r).rsplit("/", 1)[-1] not in present}
+    missing = {k: r for k, r in records.items() if stored_uri(out, r).rsplit("/", 1)[-1] not in present
+               and (r.episode_id, r.checksum) not in held}
     uncommit(out, [(r, f"its data at {stored_uri(out, r)} is missing") for r in missing.values()], lease)
     return {k: r for k, r in records.items() if k not in missing}
 

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGTERM, previous)
         if bar is not None:
             bar.close()
-    print(f"{spec.name}: {len(manifest.episodes)} episodes, {manifest.frames} frames -> "
+    print(f"{spec.name}: {manifest.episodes_committed} episodes, {manifest.frames} frames -> "
           + ", ".join(f"{fmt}: {uri}" for fmt, uri in manifest.datasets.items()))
     _print_where_to_look(spec, manifest)
     return 0

@@ -1,15 +1,18 @@
-"""Merge a job's committed episodes into one EpisodeStore (OUT/dataset.zarr); assemble its LeRobot
-dataset (OUT/lerobot) from the parts the replicas wrote.
+"""Assemble a job's datasets from the parts its replicas wrote (workers/parts.py): the Zarr
+dataset's index (OUT/dataset/index.parquet over the shards in OUT/dataset/shards/) and the LeRobot
+dataset's metadata (OUT/lerobot). No frame is read or copied, so the time after the last rollout
+grows only with the metadata: one index row and one LeRobot episode row per kept episode.
 
-Both outputs follow the committed episodes' checksums, not only their ids: dataset.zarr carries
-a digest of the (episode id, checksum) list it holds (attribute `iws_sources`) and is rebuilt
-when the kept records' digest differs; OUT/lerobot counts as finished only once its completion
-marker OUT/lerobot.done.json, written last, names the same digest of the kept episodes. dataset.zarr is rebuilt in a staging directory and swapped in (on s3://: uploaded with its
-root attributes last), so a crash never leaves a half-merged dataset that readers would trust.
+Both follow the committed episodes' checksums, not only their ids: a group's part counts only
+if its record names exactly the group's kept episodes with their checksums (else StaleParts,
+and the driver has the part made again). The index is rewritten whole on every assembly (it is
+small) and is the Zarr dataset's commit: shards it does not name are removed first. OUT/lerobot
+counts as finished only once its completion marker OUT/lerobot.done.json, written last, names
+the same digest of the kept episodes.
 
-Merging reads every episode and checks it against its commit marker's checksum; the episodes
-whose data is missing, unreadable or changed are reported together (DamagedEpisodes), for the
-driver to withdraw their markers and make them again.
+A part can be missing after a pass because its episodes' data cannot be read or does not match
+their commit markers (disk damage): `damaged_episodes` checks the episodes of such groups only,
+for the driver to withdraw their markers and make them again.
 """
 
 from __future__ import annotations
@@ -22,15 +25,20 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 
 from pipeline.generate.outputs import DATASET_DIR, LEROBOT_DIR, LEROBOT_DONE, now
-from schemas import EpisodeRecord, EpisodeSpec, ExportRecord, FeatureSpec, JobSpec, SpecError
+from schemas import (
+    EpisodeRecord,
+    EpisodeSpec,
+    ExportRecord,
+    FeatureSpec,
+    JobSpec,
+    PartRecord,
+    SpecError,
+)
 from sim_model import storage
-from sim_model.data.store import EpisodeStore
+from sim_model.data import shards
 from workers import parts
-from workers.writer import stored_uri
 
 log = logging.getLogger(__name__)
-
-SOURCES_ATTR = "iws_sources"
 
 
 class DamagedEpisodes(SpecError):
@@ -40,7 +48,7 @@ class DamagedEpisodes(SpecError):
         self.damaged = damaged
         listed = "; ".join(f"{r.episode_id}: {why}" for r, why in damaged[:3])
         more = f" and {len(damaged) - 3} more" if len(damaged) > 3 else ""
-        super().__init__(f"{len(damaged)} committed episodes cannot be consolidated ({listed}{more}). "
+        super().__init__(f"{len(damaged)} committed episodes cannot be used ({listed}{more}). "
                          "Rerun the job: it withdraws their commit markers and makes them again.")
 
 
@@ -52,78 +60,79 @@ def sources_digest(records: Iterable[EpisodeRecord]) -> str:
     return digest.hexdigest()
 
 
-def _up_to_date(uri: str, digest: str, count: int) -> bool:
-    if not storage.exists(uri):
-        return False
-    try:
-        store = EpisodeStore.open(uri, "r")
-    except SpecError:
-        return False
-    return len(store) == count and store.attr(SOURCES_ATTR) == digest
-
-
-def consolidate(out: str, records: list[EpisodeRecord], features: FeatureSpec) -> tuple[str, bool]:
-    """Write the episodes of `records` (in this order) to OUT/dataset.zarr.
-
-    Returns its URI and whether it was (re)written; DamagedEpisodes if some cannot be used."""
-    target = storage.join(out, DATASET_DIR)
-    digest = sources_digest(records)
-    if _up_to_date(target, digest, len(records)):
-        log.info("%s is up to date (%d episodes)", target, len(records))
-        return target, False
-    start = time.perf_counter()
-    staged = storage.staging_dir(target)
-    try:
-        merged = EpisodeStore.create(staged, features)
-        damaged = _merge(out, records, merged)
-        if damaged:
-            raise DamagedEpisodes(damaged)
-        merged.set_attr(SOURCES_ATTR, digest)
-    except BaseException:
-        storage.discard_staged(staged)
-        raise
-    storage.publish_dir(staged, target, replace=True)
-    log.info("consolidated %d episodes into %s in %.1fs", len(records), target, time.perf_counter() - start)
-    return target, True
-
-
-def _merge(out: str, records: list[EpisodeRecord], merged: EpisodeStore) -> list[tuple[EpisodeRecord, str]]:
-    """Append each record's episode to `merged`; returns every record whose data cannot be used,
-    with the reason (after the first, the rest are only checked: the merge will be discarded)."""
+def damaged_episodes(spec: JobSpec, groups: list[list[EpisodeSpec]], records: dict[str, EpisodeRecord],
+                     found: dict[int, PartRecord]) -> list[tuple[EpisodeRecord, str]]:
+    """Every kept committed episode of `groups` whose data cannot be had (its own store, or the
+    shard of its group's earlier part) or does not match its checksum, with the reason. Reads
+    each episode: call it for the few groups whose part could not be made."""
     damaged: list[tuple[EpisodeRecord, str]] = []
-    for record in records:
-        uri = stored_uri(out, record)
-        try:
-            episode = EpisodeStore.open(uri, "r").episode(0)
-        except (SpecError, IndexError) as error:
-            storage.exists(uri)  # raises if the storage itself is unreachable: not the episode's fault
-            damaged.append((record, f"its data at {uri} cannot be read ({error})"))
-            continue
-        if episode.checksum() != record.checksum:
-            damaged.append((record, f"its data at {uri} does not match the checksum in its commit marker"))
-        elif not damaged:
-            merged.append(episode)
+    for group in groups:
+        committed = [records[e.episode_id] for e in group if e.episode_id in records]
+        for record in parts.kept(spec, committed):
+            why = parts.read_committed(spec.output.path, record, found.get(parts.part_key(group)))
+            if isinstance(why, str):
+                damaged.append((record, why))
     return damaged
 
 
 class StaleParts(SpecError):
-    """Groups whose LeRobot part is missing or was made from other episodes or camera keys."""
+    """Groups whose part is missing or was made from other episodes, formats or camera keys."""
 
     def __init__(self, keys: list[int]) -> None:
         self.keys = keys
-        super().__init__(f"{len(keys)} LeRobot parts are missing or out of date (groups starting at "
+        super().__init__(f"{len(keys)} dataset parts are missing or out of date (groups starting at "
                          f"episodes {keys[:5]}{'...' if len(keys) > 5 else ''}); rerun the job to make them.")
 
 
+def check_parts(spec: JobSpec, groups: list[list[EpisodeSpec]], records: dict[str, EpisodeRecord],
+                found: dict[int, PartRecord]) -> None:
+    """StaleParts naming every group whose part is missing or not current."""
+    stale = [parts.part_key(g) for g in groups
+             if not parts.is_current(found.get(parts.part_key(g)), spec, [records[e.episode_id] for e in g])]
+    if stale:
+        raise StaleParts(stale)
+
+
+def assemble_zarr(spec: JobSpec, groups: list[list[EpisodeSpec]], records: dict[str, EpisodeRecord],
+                  features: FeatureSpec) -> str:
+    """OUT/dataset: remove shards no current part names, then write the index: one row per
+    committed episode, in index order, those the filter kept pointing into their group's shard.
+    Call after `check_parts`. Returns the dataset's URI."""
+    root = storage.join(spec.output.path, DATASET_DIR)
+    start = time.perf_counter()
+    rows, wanted = [], set()
+    for group in groups:
+        key = parts.part_key(group)
+        committed = [records[e.episode_id] for e in group]
+        offsets = {r.episode_id: offset for offset, r in enumerate(parts.kept(spec, committed))}
+        if offsets:
+            wanted.add(shards.shard_name(key))
+        rows += [shards.IndexRow(episode_id=r.episode_id, index=r.index, in_dataset=r.episode_id in offsets,
+                                 shard=key if r.episode_id in offsets else -1,
+                                 offset=offsets.get(r.episode_id, -1), length=r.length, seed=r.seed,
+                                 source=r.source, score=r.score, success=r.success, checksum=r.checksum,
+                                 node_id=r.node_id)
+                 for r in sorted(committed, key=lambda r: r.index)]
+    shard_root = storage.join(root, shards.SHARDS_DIR)
+    stray = [n for n in storage.list_names(shard_root) if n.endswith(".zarr") and n not in wanted]
+    for name in stray:
+        storage.remove_tree(storage.join(shard_root, name))
+    uri = shards.write_index(root, rows, features)
+    log.info("indexed %d episodes (%d in %d shards) at %s in %.2fs (%d stray shards removed)", len(rows),
+             sum(r.in_dataset for r in rows), len(wanted), uri, time.perf_counter() - start, len(stray))
+    return root
+
+
 def assemble_lerobot(spec: JobSpec, groups: list[list[EpisodeSpec]], records: dict[str, EpisodeRecord],
-                     *, refresh: bool = False) -> str:
+                     *, refresh: bool = False, found: dict[int, PartRecord] | None = None) -> str:
     """OUT/lerobot from the parts the replicas wrote, one per group (workers/parts.py), by
     writing its metadata (sim_model.data.formats.lerobot_parts.assemble); no frame is read.
 
     Skipped when its completion marker names the same kept episodes and camera keys, unless
     `refresh`. StaleParts if a group's part is missing or disagrees with the committed episodes
     (the driver withdraws those and has them made again). The marker is removed before and
-    written after the assembly, so one that died part way is redone, never taken as finished."""
+    written after the assembly, so one that died part way is redone, never taken as finished.
+    `found`: the part records, when the caller has read them already."""
     out = spec.output.path
     dest, marker = storage.join(out, LEROBOT_DIR), storage.join(out, LEROBOT_DONE)
     per_group = [(parts.part_key(g), [records[e.episode_id] for e in g]) for g in groups]
@@ -132,10 +141,8 @@ def assemble_lerobot(spec: JobSpec, groups: list[list[EpisodeSpec]], records: di
     if not refresh and _export_matches(marker, sources, cameras) and storage.exists(dest):
         log.info("%s is up to date", dest)
         return dest
-    found = parts.read_parts(out)
-    stale = [key for key, group in per_group if not parts.is_current(found.get(key), spec, group)]
-    if stale:
-        raise StaleParts(stale)
+    found = parts.read_parts(out) if found is None else found
+    check_parts(spec, groups, records, found)
     storage.remove_file(marker)
     from sim_model.data.formats.lerobot_parts import assemble
 

@@ -1,33 +1,42 @@
 """The generation driver: spec -> preflight -> lease -> pending groups on Ray -> commits -> datasets
 -> preview.gif and summary.md.
 
-Frames never pass through here: replicas write episodes straight to storage, and with LeRobot
-output each group's part of the LeRobot dataset too (workers/parts.py), and send back small
-EpisodeRecords; the driver assembles the LeRobot dataset from the parts' metadata. The commit
-markers on storage, not the records, are the truth the driver checks at the end (exactly
-`episodes` committed, one per index).
+Frames never pass through here: replicas write episodes straight to storage, then each group's
+part of the datasets (its Zarr shard, with LeRobot output its LeRobot part too; workers/parts.py),
+and send back small EpisodeRecords; the driver assembles the datasets from the parts' records
+(the Zarr dataset's index, LeRobot's metadata). The commit markers on storage, not the records,
+are the truth the driver checks at the end (exactly `episodes` committed, one per index).
 
 The driver holds the output's lease (workers/lease.py) from before it touches the output until
 it is done, so no second run cleans up under it. A resume trusts a marker only with its data:
-markers whose data is missing are withdrawn at start, episodes that fail their checksum when
-consolidation reads them are withdrawn then, and both are made again in the same run.
+markers whose data is missing are withdrawn at start, episodes whose group's part could not be
+made because they fail their checksum are withdrawn after the pass, and both are made again in
+the same run.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 
 from pipeline.generate import outputs
-from pipeline.generate.consolidate import DamagedEpisodes, StaleParts, assemble_lerobot, consolidate
+from pipeline.generate.consolidate import (
+    DamagedEpisodes,
+    StaleParts,
+    assemble_lerobot,
+    assemble_zarr,
+    check_parts,
+    damaged_episodes,
+)
 from pipeline.generate.expand import job_groups
 from pipeline.generate.preflight import Plan, preflight
 from pipeline.generate.preview import write_preview
 from pipeline.generate.spec import spec_hash
 from pipeline.generate.summary import RunStats, write_summary
 from schemas import EpisodeRecord, EpisodeSpec, JobSpec, RunManifest, SpecError
+from sim_model.data.shards import index_uri
 from workers import parts
 from workers.lease import Lease, hold
 from workers.scoring import is_kept
@@ -36,7 +45,7 @@ from workers.writer import committed_records, drop_commits_without_data, uncommi
 log = logging.getLogger(__name__)
 
 MANIFEST_EVERY_S = 5.0
-REPAIR_PASSES = 3  # generate + consolidate passes; a pass after the first remakes damaged episodes
+REPAIR_PASSES = 3  # generate + assemble passes; a pass after the first remakes damaged episodes
 
 
 @dataclass
@@ -94,7 +103,7 @@ def run_job(spec: JobSpec, *, address: str | None = None, overwrite: bool = Fals
 
 class _JobRun:
     """One run of a job on an output whose lease it holds: the committed episodes, the progress
-    counters and the manifest, through generate -> consolidate passes and the exports."""
+    counters and the manifest, through generate -> assemble passes."""
 
     def __init__(self, plan: Plan, lease: Lease, on_progress: Callable[[Progress], None] | None,
                  began: float) -> None:
@@ -103,9 +112,10 @@ class _JobRun:
         self.out = plan.spec.output.path
         self.digest, self.started = spec_hash(plan.spec), outputs.now()
         self.wanted = {e.episode_id for e in plan.episodes}
-        self.done = drop_commits_without_data(self.out, self._markers(), lease)
+        self.parts = parts.drop_parts_without_shards(self.out, parts.read_parts(self.out), lease)
+        self.done = drop_commits_without_data(self.out, self._markers(), lease,
+                                              held=parts.held_by_parts(self.parts))
         self.groups = job_groups(self.spec, self.plan.episodes)
-        self.parts = parts.read_parts(self.out) if parts.wants_parts(self.spec) else {}
         self.progress = Progress(total=self.spec.episodes, done=len(self.done), resumed=len(self.done))
         self.last_write = time.monotonic()
 
@@ -117,19 +127,19 @@ class _JobRun:
             records = _check_complete(self.plan, self.done)
             kept = [r for r in records if is_kept(self.spec.filter, r.success)]
             try:
-                zarr_uri, _ = consolidate(self.out, kept, self.plan.features)
-                return self.export(records, kept, zarr_uri)
+                return self.export(records, kept)
             except DamagedEpisodes as error:
                 self.withdraw(error.damaged)
             except StaleParts as error:  # the next pass has the replicas make them again
-                parts.withdraw(self.out, error.keys, self.lease)
+                stale = [g for g in self.groups if parts.part_key(g) in set(error.keys)]
+                self.withdraw(damaged_episodes(self.spec, stale, self.done, self.parts))
         raise SpecError(f"job {self.spec.name}: episodes or LeRobot parts were still damaged or missing "
                         f"after {REPAIR_PASSES} passes of making them again; check the storage under "
                         f"{self.out} (disk errors, another program writing there?).")
 
     def generate(self, address: str | None) -> None:
-        """Roll every group with an uncommitted episode, have the LeRobot part of every other
-        group made where it is missing, then clear what killed writers left."""
+        """Roll every group with an uncommitted episode, have the part of every other group made
+        where it is missing, then clear what killed writers left."""
         pending = [g for g in self.groups if not self._finished(g)]
         log.info("job %s: %d/%d episodes committed, %d groups to roll", self.spec.name, len(self.done),
                  self.spec.episodes, len(pending))
@@ -142,19 +152,16 @@ class _JobRun:
                     scorer=self.plan.scorer)
         finally:
             if not self.lease.lost:  # what is committed stays; a rerun resumes from here
-                self.done.update(self._markers())
+                self.done.update(self._markers(known=self.done))
                 self.write_manifest()
-            if parts.wants_parts(self.spec):
-                self.parts = parts.read_parts(self.out)
+            self.parts = parts.read_parts(self.out)
         # Left by replicas killed mid-write (now restarted) and by writers that lost a race.
         outputs.remove_partial_writes(self.out, self.lease, self.done.values())
 
     def _finished(self, group: list[EpisodeSpec]) -> bool:
-        """Every episode of the group committed, and its LeRobot part current if one is wanted."""
+        """Every episode of the group committed, and its part current."""
         if any(e.episode_id not in self.done for e in group):
             return False
-        if not parts.wants_parts(self.spec):
-            return True
         records = [self.done[e.episode_id] for e in group]
         return parts.is_current(self.parts.get(parts.part_key(group)), self.spec, records)
 
@@ -169,36 +176,42 @@ class _JobRun:
             self.last_write = time.monotonic()
 
     def withdraw(self, damaged: list[tuple[EpisodeRecord, str]]) -> None:
-        """Uncommit episodes consolidation could not use; the next pass makes them again."""
+        """Uncommit episodes whose data cannot be used; the next pass makes them again."""
         uncommit(self.out, damaged, self.lease)
         for record, _ in damaged:
             self.done.pop(record.episode_id, None)
         self.progress.done = len(self.done)
 
-    def export(self, records: list[EpisodeRecord], kept: list[EpisodeRecord], zarr_uri: str) -> RunManifest:
-        datasets = {"zarr": zarr_uri}
+    def export(self, records: list[EpisodeRecord], kept: list[EpisodeRecord]) -> RunManifest:
+        """Assemble the datasets from the parts (StaleParts if one is missing), then write the
+        final manifest, the preview and the summary."""
+        check_parts(self.spec, self.groups, self.done, self.parts)
+        datasets = {"zarr": assemble_zarr(self.spec, self.groups, self.done, self.plan.features)}
+        outputs.release_leftover_stores(self.out, self.lease, self.spec.output.keep_episode_stores)
         if "lerobot" in self.spec.output.formats and not kept:
             log.warning("no episode passed the filter; skipping the LeRobot export")
         elif "lerobot" in self.spec.output.formats:
-            datasets["lerobot"] = assemble_lerobot(self.spec, self.groups, self.done)
-        manifest = self.write_manifest(outputs.now(), datasets)
-        write_preview(self.out, manifest.episodes, self.plan.features, title=self.spec.name)
-        write_summary(self.spec, manifest, RunStats(
+            datasets["lerobot"] = assemble_lerobot(self.spec, self.groups, self.done, found=self.parts)
+        manifest = self.write_manifest(outputs.now(), datasets, in_datasets=len(kept),
+                                       index=index_uri(datasets["zarr"]))
+        preview = write_preview(self.out, datasets["zarr"], title=self.spec.name)
+        write_summary(self.spec, manifest, records, RunStats(
             wall_s=time.monotonic() - self.began, frames_made=self.progress.frames,
-            resumed=self.progress.resumed, kept=len(kept)))
+            resumed=self.progress.resumed, kept=len(kept)), preview=preview is not None)
         log.info("job %s done: %d episodes (%d in datasets), %d frames", self.spec.name, len(records),
                  len(kept), manifest.frames)
         return manifest
 
-    def write_manifest(self, finished: str | None = None,
-                       datasets: dict[str, str] | None = None) -> RunManifest:
-        manifest = outputs.manifest_for(self.spec, self.digest, self.plan.model_hash,
-                                        list(self.done.values()), self.started, finished, datasets)
+    def write_manifest(self, finished: str | None = None, datasets: dict[str, str] | None = None,
+                       in_datasets: int | None = None, index: str | None = None) -> RunManifest:
+        manifest = outputs.manifest_for(self.spec, self.digest, self.plan.model_hash, self.done.values(),
+                                        self.started, finished, datasets, in_datasets, index)
         outputs.write_manifest(self.out, manifest)
         return manifest
 
-    def _markers(self) -> dict[str, EpisodeRecord]:
-        return {k: r for k, r in committed_records(self.out).items() if k in self.wanted}
+    def _markers(self, known: Container[str] = ()) -> dict[str, EpisodeRecord]:
+        """The job's commit markers on storage, reading only those not `known` (one listing)."""
+        return {k: r for k, r in committed_records(self.out, skip=known).items() if k in self.wanted}
 
     def _notify(self) -> None:
         if self.on_progress is not None:

@@ -1,7 +1,8 @@
 """Job expansion: JobSpec -> EpisodeSpecs -> fixed groups. Deterministic: same spec, same episodes.
 
-Ids and seeds derive from (job name, job seed, index) alone, so a rerun recognises its committed
-episodes and a retried episode gets the same seed. Groups are consecutive runs of `batch_size`
+Ids, seeds, sources and initial frames derive from (job name, job seed, index) alone, not from
+the number of episodes, so a rerun recognises its committed episodes, a retried episode gets the
+same seed, and a job grown to more episodes keeps the ones it has. Groups are consecutive runs of `batch_size`
 indices; a replica always rolls a whole group, which keeps a retried batch byte-identical.
 
 The job's first group is split in two (`job_groups`), so the first episodes are committed after a
@@ -23,6 +24,7 @@ from schemas import EpisodeSpec, JobSpec
 from schemas.job import PolicySource
 
 LEAD_GROUP = 2  # episodes in the job's first group when it is split
+SOURCE_BLOCK = 10  # consecutive episodes whose sources are shuffled among themselves (assign_sources)
 
 
 def episode_id(job: str, index: int) -> str:
@@ -36,17 +38,26 @@ def episode_seed(job: str, job_seed: int, index: int) -> int:
 
 
 def assign_sources(spec: JobSpec) -> list[str]:
-    """Source name per episode: counts proportional to weights (largest remainder), order shuffled
-    with the job seed so every stretch of the job mixes the sources."""
+    """Source name per episode. Each next episode goes to the source furthest behind its share of
+    the weights (so every prefix is within one of the shares), then each block of SOURCE_BLOCK
+    consecutive episodes is shuffled with the job seed, so sources mix and do not fall in step
+    with the initial frames. Whole blocks are assigned and the job's episodes cut from them, so
+    episode i's source does not depend on how many episodes the job has: a grown job keeps the
+    episodes it has."""
     names = list(spec.action_sources)
-    weights = np.array([spec.action_sources[n].weight for n in names], np.float64)
-    quota = weights / weights.sum() * spec.episodes
-    counts = np.floor(quota).astype(int)
-    for i in np.argsort(-(quota - counts), kind="stable")[: spec.episodes - counts.sum()]:
-        counts[i] += 1
-    order = np.repeat(np.arange(len(names)), counts)
-    np.random.default_rng([spec.seed, 1]).shuffle(order)
-    return [names[i] for i in order]
+    shares = np.array([spec.action_sources[n].weight for n in names], np.float64)
+    shares /= shares.sum()
+    counts = np.zeros(len(names))
+    order = []
+    for i in range(-(-spec.episodes // SOURCE_BLOCK) * SOURCE_BLOCK):  # whole blocks, then cut
+        pick = int(np.argmax(shares * (i + 1) - counts))  # ties: the first source
+        counts[pick] += 1
+        order.append(pick)
+    for start in range(0, len(order), SOURCE_BLOCK):
+        block = np.array(order[start:start + SOURCE_BLOCK])
+        np.random.default_rng([spec.seed, 1, start // SOURCE_BLOCK]).shuffle(block)
+        order[start:start + SOURCE_BLOCK] = block.tolist()
+    return [names[k] for k in order[:spec.episodes]]
 
 
 def assign_inits(spec: JobSpec, refs: list[str]) -> list[str]:

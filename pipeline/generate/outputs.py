@@ -2,12 +2,16 @@
 
     OUT/lease.json      which run owns the output now, until when (workers.lease)
     OUT/job.json        the spec that owns this output (a rerun must make the same episodes)
-    OUT/episodes/, OUT/commits/   written by replicas (workers.writer)
-    OUT/manifest.json   RunManifest, rewritten atomically as the run goes
-    OUT/dataset.zarr    consolidated EpisodeStore
+    OUT/episodes/, OUT/commits/   written by replicas (workers.writer); an episode's store is
+                        released once its group's part of the datasets is written
+    OUT/manifest.json   RunManifest (job-level facts and counts), rewritten atomically as the run
+                        goes; per-episode records are in the dataset's index (OUT/dataset/index.parquet)
+    OUT/dataset/        the Zarr dataset: shards/<key>.zarr written by the replicas, one per group
+                        (each a Diffusion-Policy-layout EpisodeStore), index.parquet by the
+                        driver's assembly (sim_model/data/shards.py)
     OUT/lerobot/        the LeRobot dataset: data and videos written by the replicas in parts,
-                        metadata by the driver's assembly;  OUT/lerobot_parts/  the parts' records
-                        (workers/parts.py)
+                        metadata by the driver's assembly
+    OUT/parts/          the parts' records and LeRobot part metadata (workers/parts.py)
     OUT/lerobot.done.json   the LeRobot dataset's completion marker, written last
     OUT/preview.gif, OUT/summary.md   for a person, written when the run is finished
 
@@ -18,25 +22,27 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 
 from pipeline.generate.spec import RUN_ONLY_FIELDS, content_diff, content_hash
 from schemas import EpisodeRecord, JobSpec, RunManifest, SpecError
 from sim_model import storage
+from sim_model.data.shards import SHARDS_DIR
 from workers.lease import Lease
-from workers.parts import LEROBOT_DIR, PARTS_DIR
+from workers.parts import DATASET_DIR, LEROBOT_DIR, PARTS_DIR
 from workers.writer import COMMITS_DIR, EPISODES_DIR, remove_orphan_uploads
 
 log = logging.getLogger(__name__)
 
 JOB_FILE = "job.json"
 MANIFEST_FILE = "manifest.json"
-DATASET_DIR = "dataset.zarr"
+# Written by iws versions before the sharded dataset; still the job's to delete.
+_LEGACY_DIRS = ("dataset.zarr", "lerobot_parts")
 LEROBOT_DONE = "lerobot.done.json"
 PREVIEW_FILE = "preview.gif"
 SUMMARY_FILE = "summary.md"
-_OWNED_DIRS = (EPISODES_DIR, COMMITS_DIR, DATASET_DIR, LEROBOT_DIR, PARTS_DIR)
+_OWNED_DIRS = (EPISODES_DIR, COMMITS_DIR, DATASET_DIR, LEROBOT_DIR, PARTS_DIR, *_LEGACY_DIRS)
 _OWNED_FILES = (MANIFEST_FILE, JOB_FILE, PREVIEW_FILE, SUMMARY_FILE)
 
 
@@ -66,8 +72,10 @@ def claim_output(spec: JobSpec, *, overwrite: bool, model_hash: str | None = Non
     """Make OUT this job's output: fresh, or a resumable earlier run of the same job made by the
     same model checkpoint (`model_hash`). Call it holding the output's lease (workers.lease).
 
-    SpecError when OUT holds another job's episodes, naming the fields that differ, or episodes
-    of another checkpoint: `model: pusht` names whatever model is bundled, and a re-bundled or
+    A job with more `episodes` than the output's may resume it (the job grows: new episodes are
+    added, new parts written, metadata rewritten; only the last group's part, if it was partial,
+    is made again). SpecError when OUT holds another job's episodes, naming the fields that
+    differ, a larger job than the spec's, or episodes of another checkpoint: `model: pusht` names whatever model is bundled, and a re-bundled or
     retrained model must not resume into a dataset made by its predecessor.
     """
     out = spec.output.path
@@ -78,9 +86,13 @@ def claim_output(spec: JobSpec, *, overwrite: bool, model_hash: str | None = Non
         old = json.loads(job_text)
         if old.get("content_hash") != content_hash(spec):
             fields = content_diff(old.get("content", {}), _content(spec))
-            raise SpecError(f"{out} holds episodes of a different job (fields that differ: "
-                            f"{', '.join(fields) or 'unknown'}). Rerun with the original spec to resume, "
-                            "choose another output path, or pass --overwrite to delete them.")
+            if not _grows(old.get("content", {}), _content(spec), fields):
+                raise SpecError(f"{out} holds episodes of a different job (fields that differ: "
+                                f"{', '.join(fields) or 'unknown'}). Rerun with the original spec to "
+                                "resume (or with more `episodes` to add to it), choose another output "
+                                "path, or pass --overwrite to delete them.")
+            log.info("%s: growing the job from %d to %d episodes; what is written stays", out,
+                     old["content"]["episodes"], spec.episodes)
         _check_model(out, old.get("model_hash") or _manifest_model_hash(out), model_hash, spec.model)
     elif storage.list_names(storage.join(out, COMMITS_DIR)):
         raise SpecError(f"{out} holds committed episodes but no {JOB_FILE}, so they cannot be matched "
@@ -88,6 +100,18 @@ def claim_output(spec: JobSpec, *, overwrite: bool, model_hash: str | None = Non
     storage.write_atomic(storage.join(out, JOB_FILE), json.dumps({"job": spec.name, "content_hash": content_hash(spec),
                                               "model_hash": model_hash, "content": _content(spec),
                                               "spec": spec.model_dump(mode="json")}, indent=1))
+
+
+def _grows(old: dict, new: dict, fields: list[str]) -> bool:
+    """Whether `new` is `old` with more episodes: the one change a finished or partial output
+    takes without --overwrite (episode i is the same in both, pipeline/generate/expand.py)."""
+    if fields != ["episodes"]:
+        return False
+    if new["episodes"] < old["episodes"]:
+        raise SpecError(f"the output holds a job of {old['episodes']} episodes; a job can grow but not "
+                        f"shrink to {new['episodes']}. Use a new output path for a smaller job, or "
+                        "pass --overwrite to delete the episodes and start again.")
+    return True
 
 
 def _manifest_model_hash(out: str) -> str | None:
@@ -113,7 +137,7 @@ def remove_partial_writes(out: str, lease: Lease, committed: Iterable[EpisodeRec
     S3 orphans are removed only at the end of a run (the driver passes `committed`), never when
     a run starts: a writer of an interrupted earlier run could still be finishing its upload."""
     lease.verify()
-    for sub in (EPISODES_DIR, COMMITS_DIR):
+    for sub in (EPISODES_DIR, COMMITS_DIR, storage.join(DATASET_DIR, SHARDS_DIR)):
         removed = storage.remove_stale_staging(storage.join(out, sub))
         if removed:
             log.info("removed %d partial writes of interrupted writers in %s/", removed, sub)
@@ -121,15 +145,30 @@ def remove_partial_writes(out: str, lease: Lease, committed: Iterable[EpisodeRec
         remove_orphan_uploads(out, committed, lease)
 
 
+def release_leftover_stores(out: str, lease: Lease, keep: bool) -> int:
+    """Once every part is written: delete the episode stores still under episodes/ (writers
+    killed between their part and its release; unless `keep`, output.keep_episode_stores), so
+    that each episode is stored once, in the datasets. One listing; returns how many."""
+    if keep:
+        return 0
+    lease.verify()
+    root = storage.join(out, EPISODES_DIR)
+    names = storage.list_names(root)
+    for name in names:
+        storage.remove_tree(storage.join(root, name))
+    if names:
+        log.info("released %d episode stores left by interrupted writers", len(names))
+    return len(names)
+
+
 def write_manifest(out: str, manifest: RunManifest) -> None:
     storage.write_atomic(storage.join(out, MANIFEST_FILE), manifest.model_dump_json(indent=1))
 
 
-def manifest_for(spec: JobSpec, spec_digest: str, model_hash: str, records: list[EpisodeRecord],
-                 started: str, finished: str | None = None,
-                 datasets: dict[str, str] | None = None) -> RunManifest:
-    ordered = sorted(records, key=lambda r: r.index)
+def manifest_for(spec: JobSpec, spec_digest: str, model_hash: str, records: Collection[EpisodeRecord],
+                 started: str, finished: str | None = None, datasets: dict[str, str] | None = None,
+                 in_datasets: int | None = None, index: str | None = None) -> RunManifest:
     return RunManifest(job_id=spec.name, spec_hash=spec_digest, model_hash=model_hash,
-                       episodes_requested=spec.episodes, episodes=ordered, started=started,
-                       finished=finished, frames=sum(r.length for r in ordered),
-                       datasets=datasets or {})
+                       episodes_requested=spec.episodes, episodes_committed=len(records),
+                       episodes_in_datasets=in_datasets, started=started, finished=finished,
+                       frames=sum(r.length for r in records), datasets=datasets or {}, index=index)

@@ -1,11 +1,11 @@
 """OUT/preview.gif: the job's first episodes side by side, so a person sees what was made
 before training on it (a T that warps or dissolves shows at a glance).
 
-A grid of up to PREVIEW_EPISODES committed episodes (by index, whether or not the filter kept
-them), each tile labelled with its index and score, every camera of an episode side by side.
-Frames are subsampled to at most PREVIEW_FRAMES per episode and the GIF plays at the episodes'
-own rate; a header names the step shown. Episodes are read from their committed stores, so the
-preview works the same on a local and an s3:// output.
+A grid of the first PREVIEW_EPISODES episodes of the job's dataset (those the filter kept), each
+tile labelled with its index and score, every camera of an episode side by side. Frames are
+subsampled to at most PREVIEW_FRAMES per episode and the GIF plays at the episodes' own rate; a
+header names the step shown. Episodes are read from the dataset's shards
+(sim_model/data/shards.py), so the preview works the same on a local and an s3:// output.
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from pipeline.generate.outputs import PREVIEW_FILE
-from schemas import EpisodeRecord, FeatureSpec
 from sim_model import storage
-from sim_model.data.store import EpisodeStore
-from workers.writer import stored_uri
+from sim_model.data.shards import ShardedDataset
 
 PREVIEW_EPISODES = 8
 PREVIEW_COLUMNS = 4
@@ -46,9 +44,10 @@ def _label(width: int, text: str) -> np.ndarray:
     return np.asarray(strip)
 
 
-def _read_tile(out: str, record: EpisodeRecord, cameras: Sequence[str], steps: range) -> np.ndarray:
-    """(len(steps), H, V*W, 3): the episode's cameras side by side; past its end, its last frame."""
-    data = EpisodeStore.open(stored_uri(out, record), "r").window(0, 0, record.length, keys=cameras)
+def _read_tile(dataset: ShardedDataset, i: int, cameras: Sequence[str], steps: range) -> np.ndarray:
+    """(len(steps), H, V*W, 3): episode i's cameras side by side; past its end, its last frame."""
+    first, last = dataset.episode_range(i)
+    data = dataset.window(i, 0, last - first, keys=cameras)
     views = np.concatenate([data[c] for c in cameras], axis=2)  # (T, H, V*W, 3)
     return views[np.minimum(np.asarray(steps), len(views) - 1)]
 
@@ -73,15 +72,15 @@ def _join(parts: list[np.ndarray], axis: int) -> np.ndarray:
     return np.concatenate([p for part in parts for p in (part, gap)][:-1], axis=axis)
 
 
-def render_preview(out: str, records: Sequence[EpisodeRecord], features: FeatureSpec,
-                   title: str) -> bytes:
-    """The GIF's bytes for the first PREVIEW_EPISODES of `records` (committed under OUT)."""
+def render_preview(dataset: ShardedDataset, title: str) -> bytes:
+    """The GIF's bytes for the first PREVIEW_EPISODES episodes of `dataset` (at least one)."""
     from PIL import Image
 
-    shown = sorted(records, key=lambda r: r.index)[:PREVIEW_EPISODES]
+    shown = dataset.rows[:PREVIEW_EPISODES]
+    features = dataset.features
     steps = preview_steps(max(r.length for r in shown))
     cameras = list(features.camera_names)
-    tiles = [_read_tile(out, r, cameras, steps) for r in shown]
+    tiles = [_read_tile(dataset, i, cameras, steps) for i in range(len(shown))]
     labels = [f"#{r.index}" + ("" if r.score is None else f"  score {r.score:.2f}") for r in shown]
     body = _grid(tiles, labels)
     width = body.shape[2]
@@ -99,9 +98,13 @@ def render_preview(out: str, records: Sequence[EpisodeRecord], features: Feature
     return buffer.getvalue()
 
 
-def write_preview(out: str, records: Sequence[EpisodeRecord], features: FeatureSpec,
-                  title: str) -> str:
-    """Write OUT/preview.gif; returns its URI."""
+def write_preview(out: str, dataset_uri: str, title: str) -> str | None:
+    """Write OUT/preview.gif of the dataset at `dataset_uri`; returns its URI (None, and no
+    preview, when the dataset holds no episode)."""
+    dataset = ShardedDataset(dataset_uri)
     uri = storage.join(out, PREVIEW_FILE)
-    storage.write_atomic(uri, render_preview(out, records, features, title))
+    if not len(dataset):
+        storage.remove_file(uri)  # an earlier run's preview would show episodes no longer there
+        return None
+    storage.write_atomic(uri, render_preview(dataset, title))
     return uri

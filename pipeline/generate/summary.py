@@ -2,18 +2,20 @@
 speed, scorer statistics when a scorer ran, the model's checkpoint hash, where the datasets are,
 the preview, and the command that opens the LeRobot copy in lerobot's viewer.
 
-Every count comes from the run manifest written beside it; speed is this run's (a resumed run
-counts only the frames it made itself).
+Every count comes from the run manifest written beside it, the score statistics from the
+committed episodes' records; speed is this run's (a resumed run counts only the frames it made
+itself).
 """
 
 from __future__ import annotations
 
 import shlex
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.generate.outputs import PREVIEW_FILE, SUMMARY_FILE, lerobot_repo_id
-from schemas import JobSpec, RunManifest
+from schemas import EpisodeRecord, JobSpec, RunManifest
 from sim_model import storage
 
 
@@ -38,12 +40,12 @@ def viz_command(job: str, lerobot_uri: str) -> str:
             "--episode-index 0")
 
 
-def _scores(spec: JobSpec, manifest: RunManifest, kept: int) -> list[str]:
+def _scores(spec: JobSpec, records: Sequence[EpisodeRecord], kept: int) -> list[str]:
     if spec.filter is None:
         return []
-    scores = [r.score for r in manifest.episodes if r.score is not None]
-    successes = sum(bool(r.success) for r in manifest.episodes)
-    n = len(manifest.episodes)
+    scores = [r.score for r in records if r.score is not None]
+    successes = sum(bool(r.success) for r in records)
+    n = len(records)
     lines = ["", "## Scores", "",
              f"Scorer `{spec.filter.scorer}`, filter mode `{spec.filter.mode}`: {kept} of {n} "
              "episodes in the datasets.", ""]
@@ -58,8 +60,10 @@ def _scores(spec: JobSpec, manifest: RunManifest, kept: int) -> list[str]:
     ]
 
 
-def summary_markdown(spec: JobSpec, manifest: RunManifest, stats: RunStats) -> str:
-    n = len(manifest.episodes)
+def summary_markdown(spec: JobSpec, manifest: RunManifest, records: Sequence[EpisodeRecord],
+                     stats: RunStats, *, preview: bool = True) -> str:
+    """The summary of a finished job; `records`: its committed episodes."""
+    n = manifest.episodes_committed
     if stats.frames_made:
         speed = f"{stats.frames_made} frames in this run, {stats.frames_made / max(stats.wall_s, 1e-9):.1f} frames/s"
     else:
@@ -74,18 +78,23 @@ def summary_markdown(spec: JobSpec, manifest: RunManifest, stats: RunStats) -> s
         ("started / finished", f"{manifest.started} / {manifest.finished}"),
     ]
     rows += [(f"dataset ({fmt})", f"`{uri}`") for fmt, uri in manifest.datasets.items()]
+    if manifest.index is not None:
+        rows.append(("episode index", f"`{manifest.index}` (Parquet, one row per episode)"))
     lines = [f"# {spec.name}", "", "| | |", "|---|---|"]
     lines += [f"| {key} | {value} |" for key, value in rows]
-    lines += _scores(spec, manifest, stats.kept)
-    lines += ["", "## Preview", "", f"The first episodes, step by step: ![preview]({PREVIEW_FILE})"]
+    lines += _scores(spec, records, stats.kept)
+    lines += ["", "## Preview", ""]
+    lines.append(f"The first episodes, step by step: ![preview]({PREVIEW_FILE})" if preview else
+                 "No preview: the datasets hold no episode.")
     if "lerobot" in manifest.datasets:
         lines += ["", "## Open the LeRobot copy", "", "```bash",
                   viz_command(spec.name, manifest.datasets["lerobot"]), "```"]
     return "\n".join(lines) + "\n"
 
 
-def write_summary(spec: JobSpec, manifest: RunManifest, stats: RunStats) -> str:
+def write_summary(spec: JobSpec, manifest: RunManifest, records: Sequence[EpisodeRecord], stats: RunStats,
+                  *, preview: bool = True) -> str:
     """Write OUT/summary.md; returns its URI."""
     uri = storage.join(spec.output.path, SUMMARY_FILE)
-    storage.write_atomic(uri, summary_markdown(spec, manifest, stats))
+    storage.write_atomic(uri, summary_markdown(spec, manifest, records, stats, preview=preview))
     return uri

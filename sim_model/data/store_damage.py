@@ -18,8 +18,9 @@ from sim_model.storage.uri import is_url
 DECODE_ERRORS = (ValueError, RuntimeError)
 METADATA_FILES = (".zgroup", ".zattrs", ".zarray", "zarr.json")
 ADVICE = ("Restore the file from a copy, or rebuild the store: collect or import it again; for a "
-          "generation job's dataset.zarr, delete it and rerun `iws generate`, which rebuilds it "
-          "from the job's episodes.")
+          "shard of a generation job's dataset (OUT/dataset/shards/<key>.zarr), delete the shard and "
+          "its part record OUT/parts/<key>.json and rerun `iws generate`, which makes that group's "
+          "episodes again.")
 
 
 class StoreDamaged(SpecError):

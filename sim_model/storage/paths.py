@@ -67,13 +67,15 @@ def read_many(uris: list[str]) -> list[str | None]:
 
 
 def list_names(uri: str, suffix: str = "") -> list[str]:
-    """Names directly under `uri` ending in `suffix`, sorted; [] when `uri` does not exist."""
+    """Names directly under `uri` ending in `suffix`, sorted; [] when `uri` does not exist.
+    Locally, hidden names are left out: they are the temporary files and staging directories
+    that files and directories are written through (sim_model.storage.atomic, publish)."""
     if on_s3(uri):
         return remote.list_names(uri, suffix)
     path = local_path(uri)
     if not path.is_dir():
         return []
-    return sorted(p.name for p in path.iterdir() if p.name.endswith(suffix))
+    return sorted(p.name for p in path.iterdir() if p.name.endswith(suffix) and not p.name.startswith("."))
 
 
 def list_files(uri: str) -> list[str]:

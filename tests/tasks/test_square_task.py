@@ -12,10 +12,11 @@ import pytest
 from pipeline.cli import main
 from pipeline.tasks import TASKS
 from schemas import JobSpec
+from sim_model.data.formats import open_dataset
 from sim_model.data.store import EpisodeStore
 from tests.tasks.square.task import RIGHT, Square, score
 from tests.workers.jobs import job_dict, write_job
-from workers.writer import committed_records, episode_uri
+from workers.writer import committed_records
 
 
 @pytest.fixture
@@ -84,7 +85,7 @@ def test_a_generation_job_filters_with_the_task_scorer_on_ray_replicas(
     assert main(["generate", str(write_job(tmp_path / "job.yaml", job)), "--no-progress"]) == 0
     records = committed_records(str(out))
     assert len(records) == 4
+    dataset = open_dataset(out / "dataset")  # mode 'label': every episode, in index order
     for record in records.values():
-        episode = EpisodeStore.open(episode_uri(str(out), record.episode_id)).episode(0)
-        assert (record.score, record.success) == score(episode)
+        assert (record.score, record.success) == score(dataset.episode(record.index))
     assert np.isfinite([r.score for r in records.values()]).all()

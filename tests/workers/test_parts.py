@@ -1,5 +1,6 @@
-"""A group's LeRobot part (workers/parts.py): which episodes it holds under the filter, when it
-is current, and that it is never made from an episode that is not what its record says."""
+"""A group's part of the datasets (workers/parts.py): which episodes it holds under the filter,
+when it is current, that it is never made from an episode that is not what its record says, and
+that once it is written the episodes' own stores can go: the part holds their data."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from pipeline.pusht.features import pusht_features
 from schemas import JobSpec, SpecError
+from sim_model.data.formats import open_dataset
 from tests.fixtures.store import make_pusht_episode
 from tests.workers.jobs import job_dict
 from workers import parts
@@ -43,6 +45,8 @@ def test_a_part_holds_the_kept_episodes_and_is_current_until_they_or_the_keys_ch
     other = records[2].model_copy(update={"checksum": "0" * 64})  # the episode was made again
     assert not parts.is_current(part, job, [records[0], records[1], other])
     assert not parts.is_current(part, _job(out, lerobot_camera_keys={"top": "observation.image"}), records)
+    assert not parts.is_current(part, _job(out, formats=["zarr"]), records)  # other formats
+    assert part.rejected == [("tiny-000001", records[1].checksum)]
 
 
 def test_a_group_with_no_kept_episode_gets_an_empty_part(tmp_path: Path) -> None:
@@ -51,7 +55,8 @@ def test_a_group_with_no_kept_episode_gets_an_empty_part(tmp_path: Path) -> None
     episodes, records = _committed(out, [False, False])
     part = parts.write_part(str(out), job, 4, episodes, records, FEATURES)
     assert part.episodes == [] and part.frames == 0 and parts.is_current(part, job, records)
-    assert not (out / "lerobot").exists() and not (out / "lerobot_parts" / "00000004").exists()
+    assert not (out / "lerobot").exists() and not (out / "parts" / "00000004").exists()
+    assert not (out / "dataset").exists()  # no shard for no episode
 
 
 def test_an_episode_that_differs_from_its_record_is_refused(tmp_path: Path) -> None:
@@ -61,3 +66,44 @@ def test_an_episode_that_differs_from_its_record_is_refused(tmp_path: Path) -> N
     with pytest.raises(SpecError, match="tiny-000001 differs from its committed data"):
         parts.write_part(str(out), _job(out), 0, [episodes[0], changed], records, FEATURES)
     assert parts.read_parts_of(str(out), 0) is None  # no record for a part that was not written
+
+
+def test_released_stores_are_read_back_from_the_shard_and_count_as_held(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    job = _job(out)
+    episodes, records = _committed(out, [True, False, True])
+    part = parts.write_part(str(out), job, 0, episodes, records, FEATURES)
+    shard = open_dataset(out / "dataset" / "shards" / "00000000.zarr")
+    assert [e.checksum() for e in shard] == [records[0].checksum, records[2].checksum]
+    parts.release_stores(str(out), job, records)
+    assert not list((out / "episodes").iterdir()), "every store released, the rejected one too"
+    held = parts.held_by_parts({0: part})
+    assert held == {(r.episode_id, r.checksum) for r in records}  # kept: in the shard; rejected: no data needed
+    # Made again for other camera keys: the kept episodes come back from the shard.
+    again = parts.stored_episodes(str(out), _job(out, lerobot_camera_keys={"top": "observation.image"}),
+                                  records, part)
+    assert again is not None and again[1] is None
+    assert [e.checksum() for e in again if e is not None] == [records[0].checksum, records[2].checksum]
+    assert parts.stored_episodes(str(out), job, records, None) is None  # no store, no earlier part
+    # A shard that is gone holds nothing: its part record goes, so a resume withdraws those
+    # markers and makes the episodes (and the part) again.
+    import shutil
+
+    from workers.lease import acquire
+
+    shutil.rmtree(out / "dataset" / "shards" / "00000000.zarr")
+    lease = acquire(str(out), job="tiny")
+    try:
+        assert parts.drop_parts_without_shards(str(out), {0: part}, lease) == {}
+    finally:
+        lease.release()
+    assert parts.read_parts(str(out)) == {}
+
+
+def test_keep_episode_stores_keeps_them(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    job = _job(out, keep_episode_stores=True)
+    episodes, records = _committed(out, [True, True])
+    parts.write_part(str(out), job, 0, episodes, records, FEATURES)
+    parts.release_stores(str(out), job, records)
+    assert sorted(p.name for p in (out / "episodes").iterdir()) == ["tiny-000000", "tiny-000001"]

@@ -1,4 +1,5 @@
-"""WorldModelReplica and the episode writer in-process (no Ray): rolling, committing, idempotence."""
+"""WorldModelReplica and the episode writer in-process (no Ray): rolling, committing, the group's
+part of the datasets, idempotence."""
 
 from __future__ import annotations
 
@@ -37,8 +38,11 @@ def test_replica_rolls_a_group_and_commits_each_episode(replica_job, tiny_pusht_
     records = replica.roll_group(batches[0])
     assert [r.index for r in records] == [0, 1]
     out = replica.out
-    for spec, record in zip(batches[0], records, strict=True):
-        episode = EpisodeStore.open(episode_uri(out, spec.episode_id)).episode(0)
+    shard = EpisodeStore.open(Path(out, "dataset", "shards", "00000000.zarr"))  # the group's part
+    assert len(shard) == 2
+    for row, (spec, record) in enumerate(zip(batches[0], records, strict=True)):
+        assert not Path(episode_uri(out, spec.episode_id)).exists(), "released once the part holds it"
+        episode = shard.episode(row)
         assert episode.frames["top"].shape == (4, 32, 32, 3) and episode.action.shape == (4, 2)
         assert episode.state is not None and episode.state.shape == (4, 2)
         assert episode.checksum() == record.checksum
@@ -75,8 +79,9 @@ def test_writer_clears_leftovers_of_killed_writers(replica_job) -> None:
     stale = storage.staging_dir(target)
     os.makedirs(stale)
     records = replica.roll_group(batches[2])
-    assert EpisodeStore.open(target).episode(0).checksum() == records[0].checksum
-    assert not Path(target, "junk").exists()
+    shard = EpisodeStore.open(Path(replica.out, "dataset", "shards", f"{batches[2][0].index:08d}.zarr"))
+    assert shard.episode(0).checksum() == records[0].checksum
+    assert not Path(target).exists(), "replaced by the episode's store, then released"
     assert storage.remove_stale_staging(str(Path(target).parent)) == 1
 
 

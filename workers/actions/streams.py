@@ -61,10 +61,12 @@ class ActionStreams:
         self._cache: dict[int, np.ndarray] = {}
 
     def _total(self) -> int:
-        if self.kind == "zarr":
+        if self.kind in ("zarr", "shards"):
+            from sim_model.data.formats import open_dataset
             from sim_model.data.store import EpisodeStore
 
-            self._store = EpisodeStore.open(self.path, "r")
+            self._store = (EpisodeStore.open(self.path, "r") if self.kind == "zarr"
+                           else open_dataset(self.path))
             return len(self._store)
         local = storage.fetch(self.path)  # s3://: a cached local copy
         self._all = _read_jsonl(local) if self.kind == "jsonl" else read_actions(local)

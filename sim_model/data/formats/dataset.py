@@ -52,12 +52,16 @@ def open_dataset(path: str | os.PathLike[str], *, keys: dict[str, str] | None = 
     """
     kind = detect_format(path)
     if kind != "zarr-dp" and (keys or fps is not None or task):
-        raise SpecError(f"{path} is a{'n iws' if kind == 'iws' else ' LeRobot'} dataset: it records "
+        raise SpecError(f"{path} is a{'n iws' if kind.startswith('iws') else ' LeRobot'} dataset: it records "
                         "its own keys, fps and task; drop --keys/--fps/--task.")
     if kind == "iws":
         from sim_model.data.store import EpisodeStore
 
         return EpisodeStore.open(path, "r")
+    if kind == "iws-shards":
+        from sim_model.data.shards import ShardedDataset
+
+        return ShardedDataset(path)
     if kind == "lerobot":
         from sim_model.data.formats.lerobot_reader import LeRobotReader
 

@@ -1,9 +1,11 @@
 """Which kind of dataset lives at a local path or an s3:// URI: the one place that knows.
 
 `dataset_kind` looks only at marker files (a few HEADs on s3://): 'zarr' (a root .zgroup or
-zarr.json), 'lerobot' (meta/info.json) or 'jsonl' (a .jsonl/.json file of action streams).
+zarr.json), 'shards' (index.parquet: a sharded dataset, sim_model/data/shards.py, as generation
+jobs write), 'lerobot' (meta/info.json) or 'jsonl' (a .jsonl/.json file of action streams).
 `detect_format` goes one step further for the datasets `open_dataset` reads: an iws
-EpisodeStore ('iws'), a Diffusion-Policy replay buffer ('zarr-dp') or LeRobot v3.0 ('lerobot').
+EpisodeStore ('iws'), iws shards ('iws-shards'), a Diffusion-Policy replay buffer ('zarr-dp') or
+LeRobot v3.0 ('lerobot').
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ from typing import Literal
 
 from schemas import SpecError
 from sim_model import storage
+from sim_model.data.shards import INDEX_FILE
 
-Kind = Literal["zarr", "lerobot", "jsonl"]
-Format = Literal["iws", "zarr-dp", "lerobot"]
+Kind = Literal["zarr", "shards", "lerobot", "jsonl"]
+Format = Literal["iws", "iws-shards", "zarr-dp", "lerobot"]
 
 
 def _marker_kind(uri: str) -> Kind | None:
     if uri.endswith((".jsonl", ".json")) and storage.is_file(uri):
         return "jsonl"
+    if storage.is_file(storage.join(uri, INDEX_FILE)):
+        return "shards"
     if storage.is_file(storage.join(uri, ".zgroup")) or storage.is_file(storage.join(uri, "zarr.json")):
         return "zarr"
     if storage.is_file(storage.join(uri, "meta/info.json")):
@@ -30,7 +35,7 @@ def _marker_kind(uri: str) -> Kind | None:
 
 
 def dataset_kind(path: str | os.PathLike[str]) -> Kind:
-    """'zarr', 'lerobot' or 'jsonl' by the marker files present; SpecError when it is none of them."""
+    """'zarr', 'shards', 'lerobot' or 'jsonl' by the marker files present; SpecError when it is none of them."""
     uri = os.fspath(path)
     remote = storage.on_s3(uri)
     kind = _marker_kind(uri)
@@ -54,8 +59,9 @@ def detect_format(path: str | os.PathLike[str]) -> Format:
     if not local.exists():
         raise SpecError(f"no dataset at {local}; pass an iws Zarr store, a Diffusion-Policy Zarr "
                         "store or a LeRobot v3.0 dataset root.")
-    if _marker_kind(str(local)) == "lerobot":
-        return "lerobot"
+    marker = _marker_kind(str(local))
+    if marker in ("lerobot", "shards"):
+        return "iws-shards" if marker == "shards" else "lerobot"
     import zarr
 
     from sim_model.data.store_damage import bad_metadata, damaged
@@ -82,8 +88,8 @@ def _remote_format(uri: str) -> Format:
     from sim_model.data.store_layout import ATTR_KEY
 
     kind = dataset_kind(uri)
-    if kind == "lerobot":
-        return "lerobot"
+    if kind in ("lerobot", "shards"):
+        return "iws-shards" if kind == "shards" else "lerobot"
     attrs = storage.try_read_text(storage.join(uri, ".zattrs")) or ""
     if kind == "zarr" and ATTR_KEY in attrs:
         return "iws"

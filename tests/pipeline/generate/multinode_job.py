@@ -14,6 +14,7 @@ holds one Ray connection, which in the test process belongs to the session's `ra
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas import JobSpec
+from sim_model.data.shards import read_index
 from workers.writer import committed_records
 
 WORKER_NODES = 3
@@ -71,7 +73,8 @@ def main(job_file: str) -> dict[str, Any]:
         return {"cluster_up_s": up_s, "job_s": finished - job_started,
                 "removed": {**removed, "before_end": removed.get("removed_at_s", finished) < finished},
                 "workers": [n.node_id for n in workers], "head": cluster.head_node.node_id,
-                "records": [r.model_dump(mode="json") for r in manifest.episodes]}
+                "records": [dataclasses.asdict(r) for r in read_index(manifest.datasets["zarr"])[0]],
+                "committed": manifest.episodes_committed}
     finally:
         ray.shutdown()
         cluster.shutdown()

@@ -1,6 +1,6 @@
-"""Consolidation and the assembly of the job's LeRobot dataset without Ray: both follow the
-committed episodes' checksums, not only their ids, so a regenerated episode reaches dataset.zarr
-and OUT/lerobot (whose part is refused as stale until it is made again from the new episode)."""
+"""The assembly of the job's datasets from its parts, without Ray: it follows the committed
+episodes' checksums, not only their ids, so a regenerated episode reaches OUT/dataset and
+OUT/lerobot once its group's part is made again (until then the part is refused as stale)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.generate.consolidate import StaleParts, assemble_lerobot, consolidate
+from pipeline.generate.consolidate import StaleParts, assemble_lerobot, assemble_zarr, check_parts
 from pipeline.pusht.features import pusht_features
 from schemas import EpisodeRecord, EpisodeSpec, JobSpec
-from sim_model.data.store import EpisodeStore
+from sim_model.data.formats import open_dataset
+from sim_model.data.shards import ShardedDataset
 from tests.fixtures.store import make_pusht_episode
 from tests.workers.jobs import job_dict
 from workers import parts
@@ -41,14 +42,16 @@ def _groups() -> list[list[EpisodeSpec]]:
 
 
 def _write_parts(spec: JobSpec, records: list[EpisodeRecord], which: list[int] | None = None) -> None:
-    """What the replicas do after committing a group: write its LeRobot part."""
+    """What the replicas do after committing a group: write its part (from the episodes' own
+    stores, or where those are released, from the group's shard), then release the stores."""
     out = spec.output.path
     for g, group in enumerate(GROUPS):
         if which is None or g in which:
             rows = [records[i] for i in group]
-            stored = parts.stored_episodes(out, rows)
+            stored = parts.stored_episodes(out, spec, rows, parts.read_parts_of(out, group[0]))
             assert stored is not None
             parts.write_part(out, spec, group[0], stored, rows, FEATURES)
+            parts.release_stores(out, spec, rows)
 
 
 def _exported_actions(root: Path, episode: int) -> np.ndarray:
@@ -57,15 +60,19 @@ def _exported_actions(root: Path, episode: int) -> np.ndarray:
     return np.stack(rows["action"].to_numpy())
 
 
-def test_a_regenerated_episode_refreshes_dataset_zarr_and_the_lerobot_dataset(tmp_path: Path) -> None:
+def test_a_regenerated_episode_refreshes_both_datasets(tmp_path: Path) -> None:
     out = str(tmp_path / "out")
     spec = JobSpec.model_validate(job_dict("model", {"images": ["x.png"]}, out,
                                            output={"path": out, "formats": ["zarr", "lerobot"]}))
     records = [_commit(out, i) for i in range(3)]
     _write_parts(spec, records)
     by_id = {r.episode_id: r for r in records}
-    zarr_uri, changed = consolidate(out, records, FEATURES)
-    assert changed and consolidate(out, records, FEATURES) == (zarr_uri, False)
+    check_parts(spec, _groups(), by_id, parts.read_parts(out))
+    zarr_uri = assemble_zarr(spec, _groups(), by_id, FEATURES)
+    dataset = open_dataset(zarr_uri)
+    assert isinstance(dataset, ShardedDataset) and len(dataset) == 3
+    assert [dataset.episode(i).checksum() for i in range(3)] == [r.checksum for r in records]
+    assert [(r.shard, r.offset) for r in dataset.rows] == [(0, 0), (0, 1), (2, 0)]
     lerobot = Path(assemble_lerobot(spec, _groups(), by_id))
     info_mtime = (lerobot / "meta" / "info.json").stat().st_mtime_ns
     assemble_lerobot(spec, _groups(), by_id)  # nothing changed: left alone
@@ -76,17 +83,33 @@ def test_a_regenerated_episode_refreshes_dataset_zarr_and_the_lerobot_dataset(tm
     Path(commit_uri(out, "tiny-000001")).unlink()
     records[1] = _commit(out, 1, variant=7)
     by_id = {r.episode_id: r for r in records}
-    zarr_uri, changed = consolidate(out, records, FEATURES)
-    assert changed, "dataset.zarr still holds the old episode 1"
-    assert EpisodeStore.open(zarr_uri).episode(1).checksum() == records[1].checksum
     with pytest.raises(StaleParts) as stale:  # the part of group 0 holds the old episode 1
-        assemble_lerobot(spec, _groups(), by_id)
+        check_parts(spec, _groups(), by_id, parts.read_parts(out))
     assert stale.value.keys == [0]
+    with pytest.raises(StaleParts):
+        assemble_lerobot(spec, _groups(), by_id)
     _write_parts(spec, records, which=[0])
+    assemble_zarr(spec, _groups(), by_id, FEATURES)
+    assert open_dataset(zarr_uri).episode(1).checksum() == records[1].checksum
     assemble_lerobot(spec, _groups(), by_id)
     expected = make_pusht_episode(FEATURES, 7, 5).action
     np.testing.assert_array_equal(_exported_actions(lerobot, 1), expected)
     np.testing.assert_array_equal(_exported_actions(lerobot, 2), make_pusht_episode(FEATURES, 2, 5).action)
+
+
+def test_the_index_drops_shards_no_kept_episode_needs(tmp_path: Path) -> None:
+    """A shard left by a group that no longer has kept episodes (or by a killed writer of an
+    older layout) is removed, so the directory holds only what the index names."""
+    out = str(tmp_path / "out")
+    spec = JobSpec.model_validate(job_dict("model", {"images": ["x.png"]}, out))
+    records = [_commit(out, i) for i in range(3)]
+    _write_parts(spec, records)
+    stray = tmp_path / "out" / "dataset" / "shards" / "00000099.zarr"
+    stray.mkdir(parents=True)
+    by_id = {r.episode_id: r for r in records}
+    root = Path(assemble_zarr(spec, _groups(), by_id, FEATURES))
+    assert sorted(p.name for p in (root / "shards").iterdir()) == ["00000000.zarr", "00000002.zarr"]
+    assert len(open_dataset(root)) == 3
 
 
 def test_camera_keys_of_the_spec_reach_the_dataset_and_a_change_redoes_its_parts(tmp_path: Path) -> None:

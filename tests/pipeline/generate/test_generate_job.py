@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
@@ -23,7 +24,7 @@ from pipeline.generate import Progress, load_job, run_job
 from pipeline.generate.expand import groups
 from pipeline.generate.preflight import preflight
 from schemas import JobSpec, RunManifest
-from sim_model.data.store import EpisodeStore
+from sim_model.data.formats import open_dataset
 from tests.fixtures.ray_cluster import REPO_ROOT
 from tests.pipeline.generate.rerun import rerolled_checksums
 from tests.workers.jobs import job_dict, write_job
@@ -32,7 +33,8 @@ from workers.writer import commit_uri, committed_records
 
 
 def marker_times(out: Path) -> dict[str, int]:
-    return {p.name: p.stat().st_mtime_ns for p in (out / "commits").glob("*.json")}
+    """Commit markers by name (not the hidden temporary files a marker is written through)."""
+    return {p.name: p.stat().st_mtime_ns for p in (out / "commits").glob("*.json") if not p.name.startswith(".")}
 
 
 def test_generate_end_to_end_with_filter_and_exports(tmp_path: Path, ray_cluster, tiny_checkpoint: Path,
@@ -49,10 +51,15 @@ def test_generate_end_to_end_with_filter_and_exports(tmp_path: Path, ray_cluster
     assert sorted(r.index for r in records.values()) == list(range(6))
     assert {r.source.split(":")[0] for r in records.values()} <= {"scripted", "policy", "replay"}
     manifest = RunManifest.model_validate_json((out / "manifest.json").read_text())
-    assert manifest.finished is not None and len(manifest.episodes) == 6 and manifest.frames == 24
-    assert [r.success for r in manifest.episodes] == [True, False] * 3
+    assert manifest.finished is not None and manifest.episodes_committed == 6 and manifest.frames == 24
+    assert manifest.episodes_in_datasets == 3 and manifest.index == str(out / "dataset" / "index.parquet")
+    index = pq.read_table(manifest.index).to_pylist()  # one row per committed episode, kept or not
+    assert [r["success"] for r in index] == [True, False] * 3
+    assert [r["in_dataset"] for r in index] == [True, False] * 3
+    assert [(r["shard"], r["offset"]) for r in index if r["in_dataset"]] == [(0, 0), (2, 0), (4, 0)]
+    assert [r["checksum"] for r in index] == [records[f"tiny-{i:06d}"].checksum for i in range(6)]
 
-    dataset = EpisodeStore.open(out / "dataset.zarr")  # filter 'keep': successful (even) episodes only
+    dataset = open_dataset(out / "dataset")  # filter 'keep': successful (even) episodes only
     assert [dataset.meta(i).episode_id for i in range(len(dataset))] == ["tiny-000000", "tiny-000002",
                                                                           "tiny-000004"]
     episode = dataset.episode(1)
@@ -70,8 +77,9 @@ def test_generate_end_to_end_with_filter_and_exports(tmp_path: Path, ray_cluster
 
 
 def _check_preview_and_summary(out: Path, manifest: RunManifest) -> None:
-    """6 episodes of 4 steps at 32x32, one camera: one GIF frame per step; 32 px tiles scaled up
-    to MIN_TILE_PX in rows of PREVIEW_COLUMNS (6 -> 2 rows), each under a label, under a header."""
+    """The dataset's 3 kept episodes (of 6) of 4 steps at 32x32, one camera: one GIF frame per
+    step; 32 px tiles scaled up to MIN_TILE_PX in rows of PREVIEW_COLUMNS (3 -> 1 row), each
+    under a label, under a header."""
     from PIL import Image
 
     from pipeline.generate.preview import GAP_PX, LABEL_PX, MIN_TILE_PX, PREVIEW_COLUMNS
@@ -80,10 +88,10 @@ def _check_preview_and_summary(out: Path, manifest: RunManifest) -> None:
         assert gif.format == "GIF" and gif.n_frames == 4
         tile = MIN_TILE_PX // 32 * 32
         assert gif.size == (PREVIEW_COLUMNS * tile + (PREVIEW_COLUMNS - 1) * GAP_PX,
-                            LABEL_PX + 2 * (LABEL_PX + tile) + GAP_PX)
+                            LABEL_PX + LABEL_PX + tile)
         assert gif.info["duration"] == 100  # every step at 10 Hz
     summary = (out / "summary.md").read_text()
-    scores = [r.score for r in manifest.episodes]
+    scores = [r["score"] for r in pq.read_table(manifest.index).to_pylist()]
     assert scores == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]  # even_seed_scorer: the index
     for row in ("| episodes | 6 of 6 requested |", "| frames | 24 |",
                 f"checkpoint hash `{manifest.model_hash}`",
@@ -116,7 +124,7 @@ def test_interrupted_run_resumes_to_byte_identical_episodes(tmp_path: Path, ray_
     first = committed_records(str(out))
     assert 2 <= len(first) < EPISODES  # replicas commit on a little after Ctrl-C: room for that
     partial = RunManifest.model_validate_json((out / "manifest.json").read_text())
-    assert partial.finished is None and len(partial.episodes) == len(first)
+    assert partial.finished is None and partial.episodes_committed == len(first)
     before = marker_times(out)
     # A crash between writing an episode and its marker: that episode must come back identical.
     lost = sorted(first)[-1]
@@ -125,10 +133,10 @@ def test_interrupted_run_resumes_to_byte_identical_episodes(tmp_path: Path, ray_
 
     manifest = run_job(spec)
     final = committed_records(str(out))
-    assert sorted(r.index for r in final.values()) == list(range(EPISODES)) and len(manifest.episodes) == EPISODES
+    assert sorted(r.index for r in final.values()) == list(range(EPISODES)) and manifest.episodes_committed == EPISODES
     assert all(final[k].checksum == r.checksum for k, r in first.items())
     assert {k: v for k, v in marker_times(out).items() if k in before} == before
-    assert len(EpisodeStore.open(out / "dataset.zarr")) == EPISODES
+    assert len(open_dataset(out / "dataset")) == EPISODES
 
 
 def test_driver_sigkilled_mid_job_resumes_to_byte_identical_episodes(tmp_path: Path, ray_cluster,
@@ -158,11 +166,12 @@ def test_driver_sigkilled_mid_job_resumes_to_byte_identical_episodes(tmp_path: P
     manifest = run_job(load_job(path))
     final = committed_records(str(out))
     assert sorted(r.index for r in final.values()) == list(range(EPISODES))
-    assert len(manifest.episodes) == EPISODES and manifest.finished is not None
+    assert manifest.episodes_committed == EPISODES and manifest.finished is not None
     assert all(final[k].checksum == r.checksum for k, r in first.items())
     assert {k: r.checksum for k, r in final.items()} == rerolled_checksums(load_job(path), tmp_path / "fresh")
-    assert sorted(os.listdir(out / "episodes")) == sorted(final)  # no stray or half-written copies
-    assert len(EpisodeStore.open(out / "dataset.zarr")) == EPISODES
+    assert not os.listdir(out / "episodes")  # every store released into the datasets, no stray copies
+    dataset = open_dataset(out / "dataset")
+    assert [e.checksum() for e in dataset] == [final[f"tiny-{i:06d}"].checksum for i in range(EPISODES)]
     assert not (out / "lease.json").exists()
 
 
@@ -215,10 +224,10 @@ def test_replica_killed_mid_job_still_gives_exactly_n_episodes(tmp_path: Path, r
                for pid in killed)
     records = committed_records(str(out))
     assert sorted(r.index for r in records.values()) == list(range(8))  # no gaps, no duplicates
-    assert sorted(os.listdir(out / "episodes")) == sorted(records)  # no stray copies
-    dataset = EpisodeStore.open(out / "dataset.zarr")
+    assert not os.listdir(out / "episodes")  # every store released into the datasets, no stray copies
+    dataset = open_dataset(out / "dataset")
     assert [dataset.meta(i).episode_id for i in range(8)] == [f"tiny-{i:06d}" for i in range(8)]
-    assert len(manifest.episodes) == 8
+    assert manifest.episodes_committed == 8
     _check_lerobot(out, records)
 
     # Every episode, retried or not, equals what a fresh replica makes for its group.
@@ -245,15 +254,16 @@ def _check_lerobot(out: Path, records: dict) -> None:
     ordered = sorted(records.values(), key=lambda r: r.index)
     ds = LeRobotDataset("iws/tiny", root=out / "lerobot", video_backend=video_backend())
     assert ds.num_episodes == len(ordered) and ds.num_frames == sum(r.length for r in ordered)
+    zarr_dataset = open_dataset(out / "dataset")
     start = 0
     for e, record in enumerate(ordered):
-        action = EpisodeStore.open(out / "episodes" / record.episode_id).episode(0).action
+        action = zarr_dataset.episode(e).action
         item = ds[start + record.length - 1]
         assert int(item["episode_index"]) == e
         assert (item["action"].numpy() == action[-1]).all()
         start += record.length
     data_files = [p for p in (out / "lerobot" / "data").rglob("*") if p.is_file()]
-    parts = [json.loads(p.read_text()) for p in (out / "lerobot_parts").glob("*.json")]
+    parts = [json.loads(p.read_text()) for p in (out / "parts").glob("*.json")]
     assert len(data_files) == sum(1 for part in parts if part["episodes"]) > 1
     assert not [p for p in (out / "lerobot").rglob(".*") if p.is_file()], "a partial write was left"
 
@@ -263,14 +273,16 @@ def test_missing_lerobot_parts_are_made_again_from_the_committed_episodes(
     """Faults between a group's commits and its part: a part written but not recorded, a part
     whose files were half written, an assembly that never ran. The rerun makes exactly those
     parts again from the stored episodes (no episode rolled or committed again, no other part
-    rewritten) and assembles one dataset."""
+    rewritten) and assembles one dataset. The episodes' stores are kept here: a crash leaves them
+    in place until the part's record is written (they are released after it), which removing
+    the records of finished parts recreates only with keep_episode_stores."""
     out = tmp_path / "out"
     job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=8, horizon=4,
-                   output={"path": str(out), "formats": ["zarr", "lerobot"]})
+                   output={"path": str(out), "formats": ["zarr", "lerobot"], "keep_episode_stores": True})
     path = write_job(tmp_path / "job.yaml", job)
     assert main(["generate", str(path), "--no-progress"]) == 0
     records = committed_records(str(out))
-    parts_dir = out / "lerobot_parts"
+    parts_dir = out / "parts"
     keys = sorted(int(p.stem) for p in parts_dir.glob("*.json"))
     assert len(keys) >= 3, keys
     commits, recorded = marker_times(out), {p.name: p.stat().st_mtime_ns for p in parts_dir.glob("*.json")}
@@ -299,7 +311,7 @@ def test_example_job_runs_on_the_embedded_default(tmp_path: Path, ray_cluster) -
             "--set", "episodes=3", "--set", "horizon=3", "--set", "batch_size=2", "--set", "replicas=1",
             "--no-progress"]
     assert main(args) == 0
-    dataset = EpisodeStore.open(tmp_path / "out" / "dataset.zarr")
+    dataset = open_dataset(tmp_path / "out" / "dataset")
     assert len(dataset) == 3 and dataset.n_frames == 9
     episode = dataset.episode(2)
     assert episode.frames["top"].shape == (3, 96, 96, 3) and episode.action.shape == (3, 2)

@@ -21,8 +21,8 @@ import zarr
 
 from pipeline.cli import main
 from pipeline.generate import Progress, load_job, run_job
-from schemas import RunManifest
-from sim_model.data.store import EpisodeStore
+from schemas import RunManifest, SpecError
+from sim_model.data.formats import open_dataset
 from tests.workers.jobs import job_dict, write_job
 from workers.writer import committed_records
 
@@ -58,9 +58,10 @@ def test_a_second_run_on_a_live_output_is_refused_and_deletes_nothing(
                  f"pid {os.getpid()}", "valid until", "--take-over"):
         assert text in err, err
     manifest = result["manifest"]
-    assert len(manifest.episodes) == 6 and manifest.finished is not None
+    assert manifest.episodes_committed == 6 and manifest.finished is not None
     records = committed_records(str(out))
-    assert all(Path(r.uri, ".zattrs").exists() for r in records.values()), "a marker without data"
+    dataset = open_dataset(out / "dataset")  # every episode's data, once (its own store released)
+    assert [e.checksum() for e in dataset] == [records[f"tiny-{i:06d}"].checksum for i in range(6)]
     assert not (out / "lease.json").exists(), "the first run released its lease"
 
 
@@ -68,35 +69,42 @@ def test_a_second_run_on_a_live_output_is_refused_and_deletes_nothing(
 def test_resume_regenerates_episodes_whose_marker_lacks_good_data(
         tmp_path: Path, ray_cluster, tiny_checkpoint: Path, tiny_pusht_store,
         caplog: pytest.LogCaptureFixture, formats: list[str]) -> None:
-    """With LeRobot output every part record is lost too: the rerun remakes the parts from the
-    stored episodes, and waits with those of the missing and the damaged episode until they are
-    made again."""
+    """Every part record is lost too (the episodes' stores kept, as a crash before a part's
+    record leaves them): the rerun remakes the parts from the stored episodes, and waits with
+    those of the missing and the damaged episode until they are made again."""
     out = tmp_path / "out"
     spec = load_job(write_job(tmp_path / "job.yaml", job_dict(
-        tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=8,
-        output={"path": str(out), "formats": formats})))
+        tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=10,
+        output={"path": str(out), "formats": formats, "keep_episode_stores": True})))
 
     def interrupt(progress: Progress) -> None:
-        if progress.done >= 4:
+        if progress.done >= 6:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         run_job(spec, on_progress=interrupt)
     first = committed_records(str(out))
-    missing, damaged = sorted(first)[:2]
+    by_group: dict[int, list[str]] = {}
+    for record in first.values():
+        by_group.setdefault(record.index // 2, []).append(record.episode_id)
+    whole = [sorted(ids) for _, ids in sorted(by_group.items()) if len(ids) == 2]
+    assert len(whole) >= 2, by_group
+    # Two whole groups: one loses an episode's data, one has an episode's data changed (a
+    # whole group is not rolled again, so its part can only be made from the stored episodes).
+    missing, damaged = whole[0][0], whole[1][0]
     shutil.rmtree(out / "episodes" / missing)  # the state issue 13 left: a marker, no episode
     actions = zarr.open_group(out / "episodes" / damaged, mode="r+")["data/action"]
     actions[0] = actions[0] + 1  # readable, but no longer what its marker's checksum says
-    for record in (out / "lerobot_parts").glob("*.json"):
+    for record in (out / "parts").glob("*.json"):
         record.unlink()
 
     with caplog.at_level(logging.WARNING, logger="workers.writer"):
         manifest = run_job(spec)
     final = committed_records(str(out))
-    assert sorted(r.index for r in final.values()) == list(range(8)) and len(manifest.episodes) == 8
+    assert sorted(r.index for r in final.values()) == list(range(10)) and manifest.episodes_committed == 10
     assert all(final[k].checksum == r.checksum for k, r in first.items()), "regenerated identically"
-    dataset = EpisodeStore.open(out / "dataset.zarr")
-    assert [e.checksum() for e in dataset] == [final[f"tiny-{i:06d}"].checksum for i in range(8)]
+    dataset = open_dataset(out / "dataset")
+    assert [e.checksum() for e in dataset] == [final[f"tiny-{i:06d}"].checksum for i in range(10)]
     for episode_id in (missing, damaged):
         assert f"episode {episode_id}" in caplog.text and "regenerated" in caplog.text, caplog.text
     if "lerobot" in formats:
@@ -105,4 +113,52 @@ def test_resume_regenerates_episodes_whose_marker_lacks_good_data(
         from sim_model.data.formats.lerobot_reader import video_backend
 
         ds = LeRobotDataset("iws/tiny", root=out / "lerobot", video_backend=video_backend())
-        assert ds.num_episodes == 8 and ds.num_frames == sum(r.length for r in final.values())
+        assert ds.num_episodes == 10 and ds.num_frames == sum(r.length for r in final.values())
+
+
+def test_a_lost_shard_is_made_again(tmp_path: Path, ray_cluster, tiny_checkpoint: Path, tiny_pusht_store,
+                                    caplog: pytest.LogCaptureFixture) -> None:
+    """By default an episode's data lives only in its group's part once that is written: a shard
+    deleted from a finished job takes its episodes' data with it, so a rerun withdraws their
+    markers and makes them again, byte for byte, and the dataset is whole."""
+    out = tmp_path / "out"
+    spec = load_job(write_job(tmp_path / "job.yaml", job_dict(
+        tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out)))
+    run_job(spec)
+    first = committed_records(str(out))
+    assert not list((out / "episodes").iterdir())
+    shutil.rmtree(out / "dataset" / "shards" / "00000002.zarr")
+    with caplog.at_level(logging.WARNING, logger="workers.writer"):
+        run_job(spec)
+    assert "tiny-000002" in caplog.text and "tiny-000003" in caplog.text and "regenerated" in caplog.text
+    final = committed_records(str(out))
+    assert {k: r.checksum for k, r in final.items()} == {k: r.checksum for k, r in first.items()}
+    dataset = open_dataset(out / "dataset")
+    assert [e.checksum() for e in dataset] == [final[f"tiny-{i:06d}"].checksum for i in range(6)]
+
+
+def test_a_grown_job_adds_parts_and_rewrites_only_metadata(tmp_path: Path, ray_cluster, tiny_checkpoint: Path,
+                                                           tiny_pusht_store) -> None:
+    """7 episodes in groups of 2 (the last one partial), then the same job with 11: the
+    committed episodes and the whole groups' parts stay as they were (not rewritten), the
+    partial group's part is made again with its new episode, and both datasets hold all 11."""
+    out = tmp_path / "out"
+    job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=7,
+                   output={"path": str(out), "formats": ["zarr", "lerobot"]})
+    run_job(load_job(write_job(tmp_path / "job.yaml", job)))
+    first = committed_records(str(out))
+    written = {p: p.stat().st_mtime_ns for p in [*(out / "commits").glob("*.json"), *(out / "parts").glob("*.json"),
+                                                  *(out / "dataset" / "shards").glob("*/.zattrs")]}
+    manifest = run_job(load_job(write_job(tmp_path / "job.yaml", {**job, "episodes": 11})))
+    assert manifest.episodes_committed == 11 and manifest.episodes_requested == 11
+    final = committed_records(str(out))
+    assert all(final[k].checksum == r.checksum for k, r in first.items())
+    changed = sorted(p.relative_to(out).as_posix() for p, t in written.items() if p.stat().st_mtime_ns != t)
+    assert changed == ["dataset/shards/00000006.zarr/.zattrs", "parts/00000006.json"], changed
+    dataset = open_dataset(out / "dataset")
+    assert [e.checksum() for e in dataset] == [final[f"tiny-{i:06d}"].checksum for i in range(11)]
+    from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
+
+    assert LeRobotDatasetMetadata("iws/tiny", root=out / "lerobot").total_episodes == 11
+    with pytest.raises(SpecError, match="can grow but not shrink"):
+        run_job(load_job(write_job(tmp_path / "job.yaml", {**job, "episodes": 5})))

@@ -176,6 +176,20 @@ def test_output_of_another_job_is_refused(tmp_path: Path, init_images: dict) -> 
     assert json.loads((tmp_path / "out" / "job.json").read_text())["spec"]["horizon"] == 9
 
 
+def test_a_job_can_grow_but_not_shrink(tmp_path: Path, init_images: dict) -> None:
+    spec = JobSpec.model_validate(job_dict("m", init_images, str(tmp_path / "out"), episodes=12,
+                                           action_sources={"a": {"kind": "scripted", "weight": 2},
+                                                           "b": {"kind": "scripted", "weight": 1}}))
+    claim_output(spec, overwrite=False)
+    grown = spec.model_copy(update={"episodes": 30})
+    claim_output(grown, overwrite=False)  # more episodes: resumes
+    assert expand(grown, ["r0", "r1"])[:12] == expand(spec, ["r0", "r1"])  # episode i stays episode i
+    with pytest.raises(SpecError, match="can grow but not shrink to 20.*--overwrite"):
+        claim_output(spec.model_copy(update={"episodes": 20}), overwrite=False)
+    with pytest.raises(SpecError, match="fields that differ: episodes, horizon"):  # growth and more
+        claim_output(spec.model_copy(update={"episodes": 40, "horizon": 9}), overwrite=False)
+
+
 def test_output_of_another_checkpoint_is_refused(tmp_path: Path, init_images: dict) -> None:
     """`model: pusht` names whatever is bundled: a re-bundled model must not resume into (and
     relabel) a dataset its predecessor made."""

@@ -72,11 +72,11 @@ def generated(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path) -
 def test_export_prints_only_the_bar_and_the_result(generated: Path, tmp_path: Path, vcodec: str,
                                                    capfd: pytest.CaptureFixture[str]) -> None:
     dest = tmp_path / "lerobot"
-    assert main(["export", "lerobot", str(generated / "dataset.zarr"), str(dest), "--vcodec", vcodec]) == 0
+    assert main(["export", "lerobot", str(generated / "dataset"), str(dest), "--vcodec", vcodec]) == 0
     out, err = capfd.readouterr()
     assert _noise(out + err) == [], err
     assert f"wrote 8 episodes (48 frames) to {dest}" in out and "48/48" in err
 
-    assert main(["export", "lerobot", str(generated / "dataset.zarr"), str(dest)]) == 2
+    assert main(["export", "lerobot", str(generated / "dataset"), str(dest)]) == 2
     out, err = capfd.readouterr()
     assert "already exists" in err and "%|" not in err, err  # the error alone, no empty bar

@@ -250,11 +250,13 @@ def test_export_to_s3_is_never_half_visible(s3_env: S3Bucket, tiny_pusht_store) 
 
 def test_lerobot_parts_on_s3_and_a_partial_assembly_is_redone(s3_env: S3Bucket, tmp_path: Path,
                                                                monkeypatch) -> None:
-    """Replicas write LeRobot parts straight to s3://; an assembly that died before its last
-    object (meta/info.json) leaves no completion marker, and the rerun assembles again."""
+    """Replicas write their parts straight to s3:// (the Zarr shard, the LeRobot part) and release
+    the episodes' uploads; the Zarr index reads back over the shards, a part made again reads
+    its episodes from the shard; a LeRobot assembly that died before its last object
+    (meta/info.json) leaves no completion marker, and the rerun assembles again."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    from pipeline.generate.consolidate import assemble_lerobot
+    from pipeline.generate.consolidate import assemble_lerobot, assemble_zarr
     from schemas import EpisodeSpec, JobSpec
     from workers import parts
 
@@ -269,10 +271,18 @@ def test_lerobot_parts_on_s3_and_a_partial_assembly_is_redone(s3_env: S3Bucket, 
               for a, b in ((0, 2), (2, 3))]
     for group in groups:
         rows = [records[e.index] for e in group]
-        stored = parts.stored_episodes(out, rows)
+        stored = parts.stored_episodes(out, spec, rows)
         assert stored is not None
         parts.write_part(out, spec, group[0].index, stored, rows, features)
+        parts.release_stores(out, spec, rows)
+    assert storage.list_names(storage.join(out, "episodes")) == [], "each episode stored once, in its part"
     by_id = {r.episode_id: r for r in records}
+    sharded = open_dataset(assemble_zarr(spec, groups, by_id, features))  # the index over the s3:// shards
+    assert [e.checksum() for e in sharded] == [r.checksum for r in records]
+    keyed = spec.model_copy(update={"output": spec.output.model_copy(
+        update={"lerobot_camera_keys": {"top": "observation.image"}})})
+    again = parts.stored_episodes(out, keyed, records[:2], parts.read_parts_of(out, 0))  # from the shard
+    assert again is not None and [e.checksum() for e in again if e is not None] == [r.checksum for r in records[:2]]
 
     def deny_info_json(request: object) -> tuple[int, bytes] | None:
         url = str(request.url)  # type: ignore[attr-defined]

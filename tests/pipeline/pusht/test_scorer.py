@@ -135,7 +135,9 @@ def test_generation_job_labels_episodes_with_coverage(tmp_path, tiny_checkpoint,
     from workers.replica import WorldModelReplica
     from workers.writer import episode_uri
 
-    job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, tmp_path / "out", episodes=2,
+    out = tmp_path / "out"  # the stores kept: 'keep' leaves failed episodes out of the datasets
+    job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=2,
+                   output={"path": str(out), "keep_episode_stores": True},
                    filter={"scorer": "pusht_coverage", "mode": "keep"},
                    action_sources={"demo": {"kind": "policy",
                                             "policy": "pipeline.pusht.demonstrator:PushTDemonstrator"}})

@@ -10,7 +10,7 @@ from pathlib import Path
 from pipeline.cli import main
 from pipeline.sweep.features import sweep_features
 from schemas import RunManifest
-from sim_model.data.store import EpisodeStore
+from sim_model.data.formats import open_dataset
 from tests.fixtures.ray_cluster import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "examples" / "sweep_generate.yaml"
@@ -25,9 +25,10 @@ def test_the_sweep_example_job_generates_both_cameras_and_exports(tmp_path: Path
                  "--set", "episodes=4", "--set", "horizon=3", "--set", "replicas=1",
                  "--set", "batch_size=2", "--no-progress"]) == 0
     manifest = RunManifest.model_validate_json((out / "manifest.json").read_text())
-    assert len(manifest.episodes) == 4 and manifest.frames == 12
-    assert {r.source.split(":")[0] for r in manifest.episodes} == {"scripted", "policy"}
-    episode = EpisodeStore.open(out / "dataset.zarr").episode(0)
+    assert manifest.episodes_committed == 4 and manifest.frames == 12
+    dataset = open_dataset(manifest.datasets["zarr"])
+    assert {dataset.meta(i).source.split(":")[0] for i in range(len(dataset))} == {"scripted", "policy"}
+    episode = open_dataset(out / "dataset").episode(0)
     assert set(episode.frames) == {"top", "side"} and episode.frames["side"].shape == (3, 96, 96, 3)
     assert episode.action.shape == (3, 4) and episode.meta.task == "Sweep the pile into the goal"
     info = json.loads((out / "lerobot" / "meta" / "info.json").read_text())

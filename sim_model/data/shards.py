@@ -1,0 +1,182 @@
+"""A dataset in shards: several episode stores read as one, through a Parquet index.
+
+    <root>/shards/<key:08d>.zarr   an EpisodeStore (Diffusion-Policy layout, zarr format 2) each;
+                                   any one opens in DP's ReplayBuffer as it is
+    <root>/index.parquet           one row per episode of the job, in index order (written last:
+                                   the dataset's commit; shards it does not name are not part of it)
+
+A generation job's replicas write the shards, one per group of episodes, in parallel; the driver
+writes only the index (pipeline/generate/consolidate.py), so assembling a dataset never reads or
+copies a frame and adding shards rewrites nothing but the index. `ShardedDataset` has the read
+API of an EpisodeStore (EpisodeSource), so the exporters (`iws export zarr-dp` makes one DP store
+from the shards, streaming), `iws import`, initial frames and replays read it unchanged.
+
+Index columns: episode_id, index (the episode's index in its job), in_dataset (whether the job's
+filter let it into the dataset), shard (key) and offset (its position in the shard; -1 for
+episodes not in the dataset), length, seed, source, score, success, checksum, node_id (the Ray
+node that made it). The dataset is the rows with in_dataset, in order; the other rows keep the
+job's record of what it made and left out (a generation job's manifest points here instead of
+listing its episodes). The Parquet schema's metadata holds the features (`iws_features`,
+FeatureSpec JSON).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from schemas import EpisodeMeta, FeatureSpec, SpecError
+from sim_model import storage
+from sim_model.data.reader import EpisodeReader
+
+if TYPE_CHECKING:
+    from sim_model.data.episode import Episode
+    from sim_model.data.store import EpisodeStore
+
+SHARDS_DIR = "shards"
+INDEX_FILE = "index.parquet"
+FEATURES_KEY = b"iws_features"
+
+
+def shard_name(key: int) -> str:
+    return f"{key:08d}.zarr"
+
+
+def shard_uri(root: str, key: int) -> str:
+    return storage.join(root, SHARDS_DIR, shard_name(key))
+
+
+def index_uri(root: str) -> str:
+    return storage.join(root, INDEX_FILE)
+
+
+def is_sharded(uri: str) -> bool:
+    return storage.is_file(index_uri(uri))
+
+
+def write_shard(root: str, key: int, episodes: Sequence[Episode], features: FeatureSpec) -> str:
+    """Write shard `key` holding `episodes` (built in staging, then published whole: a reader
+    or a crash never sees half a shard; an existing shard of that key is replaced)."""
+    from sim_model.data.store import EpisodeStore
+
+    target = shard_uri(root, key)
+    staged = storage.staging_dir(target)
+    try:
+        store = EpisodeStore.create(staged, features)
+        for episode in episodes:
+            store.append(episode)
+    except BaseException:
+        storage.discard_staged(staged)
+        raise
+    storage.publish_dir(staged, target, replace=True)
+    return target
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """One episode of a sharded dataset."""
+
+    episode_id: str
+    index: int
+    in_dataset: bool
+    shard: int  # -1 when not in_dataset
+    offset: int
+    length: int
+    seed: int
+    source: str
+    score: float | None
+    success: bool | None
+    checksum: str
+    node_id: str | None = None
+
+
+def write_index(root: str, rows: Sequence[IndexRow], features: FeatureSpec) -> str:
+    """Write the index (atomically): the dataset is now exactly the `rows` in_dataset, in order."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns: dict[str, Any] = {name: [getattr(r, name) for r in rows] for name in IndexRow.__dataclass_fields__}
+    schema = pa.schema([("episode_id", pa.string()), ("index", pa.int64()), ("in_dataset", pa.bool_()),
+                        ("shard", pa.int64()), ("offset", pa.int64()), ("length", pa.int64()),
+                        ("seed", pa.int64()), ("source", pa.string()), ("score", pa.float64()),
+                        ("success", pa.bool_()), ("checksum", pa.string()), ("node_id", pa.string())],
+                       metadata={FEATURES_KEY: features.model_dump_json().encode()})
+    table = pa.Table.from_pydict(columns, schema=schema)
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    uri = index_uri(root)
+    storage.write_atomic(uri, buffer.getvalue())
+    return uri
+
+
+def read_index(root: str) -> tuple[list[IndexRow], FeatureSpec]:
+    """Every row of the index (in_dataset or not) and the features; SpecError if it is missing or
+    cannot be read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    uri = index_uri(root)
+    data = storage.try_read_bytes(uri)
+    if data is None:
+        raise SpecError(f"{root} has no {INDEX_FILE}, so it is not a finished sharded dataset; "
+                        "rerun the job that writes it to assemble it.")
+    try:
+        table = pq.read_table(io.BytesIO(data))
+        features = FeatureSpec.model_validate_json(table.schema.metadata[FEATURES_KEY])
+    except (pa.ArrowException, KeyError, TypeError, ValueError) as error:
+        raise SpecError(f"{uri} is damaged ({error}); rerun the job that wrote it: its assembly "
+                        "rewrites the index from the shards' records.") from None
+    rows = [IndexRow(**row) for row in table.to_pylist()]
+    return rows, features
+
+
+class ShardedDataset(EpisodeReader):
+    """The episodes of a sharded dataset (its index's rows in_dataset, in order), read lazily
+    shard by shard."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(root)
+        rows, self._features = read_index(self.path)
+        self._rows = [r for r in rows if r.in_dataset]
+        self._ends = np.cumsum([r.length for r in self._rows], dtype=np.int64)
+        self._stores: dict[int, EpisodeStore] = {}
+
+    def _shard(self, key: int) -> EpisodeStore:
+        store = self._stores.get(key)
+        if store is None:
+            from sim_model.data.store import EpisodeStore
+
+            store = self._stores[key] = EpisodeStore.open(shard_uri(self.path, key), "r")
+        return store
+
+    def _locate(self, i: int) -> tuple[EpisodeStore, int]:
+        row = self._rows[i]
+        store = self._shard(row.shard)
+        if row.offset >= len(store):
+            raise SpecError(f"{self.path}: shard {row.shard} holds {len(store)} episodes, the index "
+                            f"names episode {row.offset} of it ({row.episode_id}); rerun the job "
+                            "that wrote the dataset to make the shard again.")
+        return store, row.offset
+
+    @property
+    def rows(self) -> list[IndexRow]:
+        return list(self._rows)
+
+    def meta(self, i: int) -> EpisodeMeta:
+        store, offset = self._locate(i)
+        return store.meta(offset)
+
+    def _read(self, i: int, start: int, stop: int, keys: list[str]) -> dict[str, np.ndarray]:
+        store, offset = self._locate(i)
+        return store.window(offset, start, stop, keys)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"])  # type: ignore[misc]
