@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -175,8 +175,36 @@ class ShardedDataset(EpisodeReader):
         store, offset = self._locate(i)
         return store.window(offset, start, stop, keys)
 
+    def load_all(self, keys: Iterable[str] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Whole concatenated arrays in memory, shard after shard (the trainer's fast path, as
+        EpisodeStore.load_all), and episode_ends."""
+        picked = self._pick(keys)
+        parts: dict[str, list[np.ndarray]] = {key: [] for key in picked}
+        for key, count in _runs([r.shard for r in self._rows]):
+            store = self._shard(key)
+            if len(store) != count:
+                raise SpecError(f"{self.path}: shard {key} holds {len(store)} episodes, the index names "
+                                f"{count}; rerun the job that wrote the dataset to make the shard again.")
+            arrays, _ = store.load_all(picked)
+            for name in picked:
+                parts[name].append(arrays[name])
+        if not self._rows:
+            return {k: np.zeros((0,)) for k in picked}, self._ends.copy()
+        return {k: np.concatenate(v) for k, v in parts.items()}, self._ends.copy()
+
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["path"])  # type: ignore[misc]
+
+
+def _runs(keys: Sequence[int]) -> list[tuple[int, int]]:
+    """(key, count) of each run of equal consecutive keys."""
+    runs: list[tuple[int, int]] = []
+    for key in keys:
+        if runs and runs[-1][0] == key:
+            runs[-1] = (key, runs[-1][1] + 1)
+        else:
+            runs.append((key, 1))
+    return runs

@@ -28,9 +28,11 @@ class TrainingData:
 
     @classmethod
     def from_store(cls, path: str | os.PathLike[str]) -> TrainingData:
+        from sim_model.data.shards import ShardedDataset, is_sharded
         from sim_model.data.store import EpisodeStore
 
-        store = EpisodeStore.open(path, mode="r")
+        # A generation job's sharded dataset (OUT/dataset) trains as it is, like one store.
+        store = ShardedDataset(path) if is_sharded(os.fspath(path)) else EpisodeStore.open(path, mode="r")
         if len(store) == 0:
             raise SpecError(f"the episode store at {path} holds no complete episodes; collect data "
                             "first (e.g. `iws collect`).")

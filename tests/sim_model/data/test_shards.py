@@ -107,3 +107,14 @@ def test_an_empty_dataset_has_an_index_and_no_shards(tmp_path: Path) -> None:
     shards.write_index(str(root), [], FEATURES)
     dataset = open_dataset(root)
     assert len(dataset) == 0 and dataset.n_frames == 0 and dataset.features == FEATURES
+
+
+def test_a_sharded_dataset_loads_whole_for_training(tmp_path: Path) -> None:
+    from sim_model.train.data import TrainingData
+
+    root = tmp_path / "dataset"
+    episodes = _build(root, {0: [0, 1], 2: [2], 3: [3, 4]})
+    data = TrainingData.from_store(root)
+    assert list(data.ends) == list(np.cumsum(LENGTHS))
+    np.testing.assert_array_equal(data.actions, np.concatenate([e.action for e in episodes]))
+    np.testing.assert_array_equal(data.frames[:, 0].numpy(), np.concatenate([e.frames["top"] for e in episodes]))
