@@ -128,10 +128,11 @@ class WorldModelReplica:
         if not parts.is_current(part, self.job, records):
             # A row committed earlier by another writer is what this roll made, byte for byte;
             # if it is not, the part is made from what was committed.
-            same = rolled is not None and all(e.checksum() == r.checksum
-                                              for e, r in zip(rolled, records, strict=True))
-            built: list[Episode | None] | None = (list(rolled) if same and rolled is not None else
-                                                  parts.stored_episodes(self.out, self.job, records, part))
+            built: list[Episode | None] | None
+            if rolled is not None and all(e.checksum() == r.checksum for e, r in zip(rolled, records, strict=True)):
+                built = list(rolled)
+            else:
+                built = parts.stored_episodes(self.out, self.job, records, part)
             if built is None:  # a stored episode is damaged: the driver withdraws it
                 return
             parts.write_part(self.out, self.job, parts.part_key(specs), built, records, self.features)

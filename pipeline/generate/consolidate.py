@@ -41,17 +41,6 @@ from workers import parts
 log = logging.getLogger(__name__)
 
 
-class DamagedEpisodes(SpecError):
-    """Committed episodes whose data is missing, unreadable or not what their marker says."""
-
-    def __init__(self, damaged: list[tuple[EpisodeRecord, str]]) -> None:
-        self.damaged = damaged
-        listed = "; ".join(f"{r.episode_id}: {why}" for r, why in damaged[:3])
-        more = f" and {len(damaged) - 3} more" if len(damaged) > 3 else ""
-        super().__init__(f"{len(damaged)} committed episodes cannot be used ({listed}{more}). "
-                         "Rerun the job: it withdraws their commit markers and makes them again.")
-
-
 def sources_digest(records: Iterable[EpisodeRecord]) -> str:
     """sha256 over the (episode id, checksum) list, in order."""
     digest = hashlib.sha256()

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 from pipeline.generate import outputs
 from pipeline.generate.consolidate import (
-    DamagedEpisodes,
     StaleParts,
     assemble_lerobot,
     assemble_zarr,
@@ -128,12 +127,11 @@ class _JobRun:
             kept = [r for r in records if is_kept(self.spec.filter, r.success)]
             try:
                 return self.export(records, kept)
-            except DamagedEpisodes as error:
-                self.withdraw(error.damaged)
             except StaleParts as error:  # the next pass has the replicas make them again
-                stale = [g for g in self.groups if parts.part_key(g) in set(error.keys)]
+                keys = set(error.keys)
+                stale = [g for g in self.groups if parts.part_key(g) in keys]
                 self.withdraw(damaged_episodes(self.spec, stale, self.done, self.parts))
-        raise SpecError(f"job {self.spec.name}: episodes or LeRobot parts were still damaged or missing "
+        raise SpecError(f"job {self.spec.name}: episodes or dataset parts were still damaged or missing "
                         f"after {REPAIR_PASSES} passes of making them again; check the storage under "
                         f"{self.out} (disk errors, another program writing there?).")
 
