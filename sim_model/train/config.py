@@ -25,6 +25,10 @@ class StageConfig(BaseModel):
     decay_fraction: float = Field(default=0.2, ge=0, le=1,
                                   description="Final fraction of steps with linear decay to 10% lr.")
     grad_clip: float = Field(default=1.0, gt=0, description="Gradient-norm clip.")
+    ema: float = Field(default=0.0, ge=0, lt=1,
+                       description="Decay of an exponential moving average of the trained weights, "
+                       "e.g. 0.999 (0 = off). With it the stage exports the average, and the last "
+                       "weights beside it in <stage>/model_last/; validation scores the last weights.")
     val_every: int = Field(default=200, ge=1, description="Steps between validation passes.")
     val_batches: int = Field(default=4, ge=1, description="Batches per validation pass (fixed draws).")
     sample_every: int = Field(default=1000, ge=1, description="Steps between sample PNGs.")

@@ -18,9 +18,10 @@ import torch
 from tqdm import tqdm
 
 from sim_model.precision import autocast
+from sim_model.train.average import WeightAverage
 from sim_model.train.config import StageConfig
 from sim_model.train.parallel import Replica, agreed, broadcast_parameters, parallel_step
-from sim_model.train.state import TrainerState, TrainRNG, load_state, save_state
+from sim_model.train.state import TrainerState, TrainRNG, load_average, load_state, save_state
 
 log = logging.getLogger(__name__)
 Logs = dict[str, float]
@@ -44,6 +45,7 @@ class LoopResult:
     finished: bool
     val: Logs
     stopped_early: bool = False  # by the time limit
+    average: WeightAverage | None = None  # with cfg.ema > 0: what the stage exports
 
 
 def hardware(device: torch.device) -> str:
@@ -99,6 +101,11 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
         broadcast_parameters(net, replica)
         trainer.extra["data_shards"] = replica.shards
         machine = f"{replica.world_size} workers x {machine}"
+    average = None
+    if cfg.ema > 0:  # after the weights are final: a fresh average starts at them
+        trained = {id(p) for p in task.params}
+        average = WeightAverage({n: p for n, p in net.named_parameters() if id(p) in trained}, cfg.ema)
+        average.restore(load_average(state_dir))
     if machine not in trainer.hardware:
         trainer.hardware.append(machine)
     val: Logs = dict(trainer.extra.get("val", {}))
@@ -119,7 +126,7 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
         trainer.wall_time_s = session_start_wall + time.monotonic() - started
         trainer.extra["val"] = val
         trainer.extra["progress"] = done
-        save_state(state_dir, net, optimizer, trainer, rng)
+        save_state(state_dir, net, optimizer, trainer, rng, average)
 
     if trainer.step == 0 and chief:  # the starting point, so progress can be judged against it
         val = _periodic(net, task, cfg, stage_dir, 0, device, bf16, val, {}, float("nan"), force_val=True)
@@ -133,6 +140,8 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
                 loss, logs = parallel_step(partial(task.loss, trainer.step, done), task.params, optimizer,
                                            learning_rate(cfg, trainer.step, done), cfg.grad_clip,
                                            trainer.step, seed, replica, device, bf16, task.name)
+            if average is not None:
+                average.update()
             trainer.step += 1
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", **{k: f"{v:.3g}" for k, v in val.items() if k == "val_loss"})
@@ -158,7 +167,8 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
         bar.close()
         net.eval()
     trainer.wall_time_s = session_start_wall + time.monotonic() - started
-    return LoopResult(trainer, trainer.step >= cfg.steps, val, stopped_early=trainer.step < cfg.steps)
+    return LoopResult(trainer, trainer.step >= cfg.steps, val, stopped_early=trainer.step < cfg.steps,
+                      average=average)
 
 
 def _step(task: StageTask, cfg: StageConfig, optimizer: torch.optim.Optimizer, step: int, done: float,

@@ -5,6 +5,7 @@
     OUT/<stage>/metrics.jsonl      training / validation losses at intervals
     OUT/<stage>/samples/*.png      sample images
     OUT/<stage>/model/             the stage's finished checkpoint (WorldModel.load opens it)
+    OUT/<stage>/model_last/        with `ema` on: the last weights (model/ holds their average)
     OUT/model/                     the complete world model, after dynamics and after decoder-finetune
 """
 
@@ -160,9 +161,12 @@ def _export(stage: Stage, out_dir: Path, cfg: TrainConfig, ckpt_cfg: CheckpointC
     stages = [s for s in ckpt_cfg.provenance.stages if s.stage != stage] + [record]
     final = ckpt_cfg.model_copy(update={"provenance": Provenance(
         source="trained", seed=cfg.seed, data=str(data_path), stages=stages)})
-    path = ckpt.write_checkpoint(stage_dir / "model", final, net.state_dict())
+    weights = net.state_dict() if result.average is None else result.average.state_dict(net)
+    if result.average is not None:  # the last weights too, to compare against the average
+        ckpt.write_checkpoint(stage_dir / "model_last", final, net.state_dict())
+    path = ckpt.write_checkpoint(stage_dir / "model", final, weights)
     if stage != "autoencoder":
-        ckpt.write_checkpoint(out_dir / "model", final, net.state_dict())
+        ckpt.write_checkpoint(out_dir / "model", final, weights)
         path = out_dir / "model"
     log.info("%s: exported after %d of %d steps (%.0f s in all); checkpoint %s", stage, record.steps,
              cfg.stage(stage).steps, record.wall_time_s, path)

@@ -15,8 +15,10 @@ from safetensors.torch import load_file, save_file
 
 from schemas.errors import SpecError
 from sim_model.storage.atomic import replace_dir
+from sim_model.train.average import WeightAverage
 
 WEIGHTS, OPTIM, TRAINER = "weights.safetensors", "optimizer.safetensors", "trainer.json"
+AVERAGE = "average.safetensors"
 
 
 @dataclass
@@ -53,8 +55,9 @@ def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torc
 
 
 def save_state(directory: str | os.PathLike[str], net: torch.nn.Module, optimizer: torch.optim.Optimizer,
-               trainer: TrainerState, rng: TrainRNG) -> None:
-    """Atomically (directory swap) write the whole training state."""
+               trainer: TrainerState, rng: TrainRNG, average: WeightAverage | None = None) -> None:
+    """Atomically (directory swap) write the whole training state (with the weight average when
+    the stage keeps one)."""
     opt_tensors, opt_meta = _optimizer_tensors(optimizer)
     opt_tensors["__torch_rng__"] = rng.noise.get_state()
     payload = {"step": trainer.step, "wall_time_s": trainer.wall_time_s, "hardware": trainer.hardware,
@@ -64,6 +67,8 @@ def save_state(directory: str | os.PathLike[str], net: torch.nn.Module, optimize
     def write(tmp: Path) -> None:
         save_file({k: v.detach().contiguous().cpu() for k, v in net.state_dict().items()}, tmp / WEIGHTS)
         save_file({k: v.detach().contiguous().cpu() for k, v in opt_tensors.items()}, tmp / OPTIM)
+        if average is not None:
+            save_file({k: v.contiguous().cpu() for k, v in average.tensors().items()}, tmp / AVERAGE)
         (tmp / TRAINER).write_text(json.dumps(payload, indent=1))
 
     replace_dir(directory, write)
@@ -94,3 +99,15 @@ def load_state(directory: Path, net: torch.nn.Module, optimizer: torch.optim.Opt
     optimizer.load_state_dict({"state": slots, "param_groups": groups})
     return TrainerState(step=payload["step"], wall_time_s=payload["wall_time_s"],
                         hardware=payload["hardware"], extra=payload.get("extra", {}))
+
+
+def load_average(directory: Path) -> dict[str, torch.Tensor]:
+    """The weight average save_state wrote, or {} when the state has none."""
+    path = directory / AVERAGE
+    if not path.is_file():
+        return {}
+    try:
+        return load_file(path)
+    except (OSError, ValueError) as error:
+        raise SpecError(f"the weight average in {path} cannot be read ({error}); delete that "
+                        "folder to restart the stage from scratch.") from None

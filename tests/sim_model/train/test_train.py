@@ -87,6 +87,50 @@ def test_resume_continues_from_saved_state(moving_squares_store, tmp_path) -> No
         torch.testing.assert_close(a[key], b[key], rtol=0, atol=1e-6)
 
 
+def test_weight_average_exports_the_average_and_resumes_it(moving_squares_store, tmp_path) -> None:
+    stage = {**FAST, "steps": 6, "batch_size": 4, "warmup": 2, "decay_fraction": 0.0, "ema": 0.9}
+    config = _config(tmp_path, autoencoder=stage)
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    path = train_stage("autoencoder", moving_squares_store, straight, config_file=config, progress=False)
+    train_stage("autoencoder", moving_squares_store, resumed, config_file=config, steps=3, progress=False)
+    train_stage("autoencoder", moving_squares_store, resumed, steps=6, progress=False)
+    average = load_file(path / "model.safetensors")
+    last = load_file(straight / "autoencoder/model_last/model.safetensors")
+    trained = load_file(straight / "autoencoder/state/weights.safetensors")
+    saved = load_file(straight / "autoencoder/state/average.safetensors")
+    assert int(saved["__ema_updates__"]) == 6
+    for key in last:  # model_last holds the trained weights, model/ their average
+        torch.testing.assert_close(last[key], trained[key], rtol=0, atol=0)
+    moved = [k for k in average if not torch.equal(average[k], last[k])]
+    assert moved and all(k.startswith(("encoder.", "decoder.", "state_head.")) for k in moved)
+    for key in moved:
+        torch.testing.assert_close(average[key], saved[f"ema.{key}"].to(average[key].dtype))
+    other = load_file(resumed / "autoencoder/model/model.safetensors")
+    for key in average:  # the average continued across the stop, as if never stopped
+        torch.testing.assert_close(other[key], average[key], rtol=0, atol=1e-6)
+    assert WorldModel.load(path).config.provenance.stages[-1].steps == 6
+
+
+def test_weight_average_arithmetic() -> None:
+    from sim_model.train.average import WeightAverage
+
+    weight = torch.nn.Parameter(torch.zeros(3))
+    average = WeightAverage({"w": weight}, decay=0.5)
+    assert average.current_decay() == pytest.approx(0.1)  # warm-up: (1 + 0) / (10 + 0)
+    with torch.no_grad():
+        weight.fill_(1.0)
+    average.update()  # 0.1 * 0 + 0.9 * 1
+    torch.testing.assert_close(average.shadow["w"], torch.full((3,), 0.9))
+    average.updates = 100  # past the warm-up the decay is the configured one
+    average.update()
+    torch.testing.assert_close(average.shadow["w"], torch.full((3,), 0.95))
+    restored = WeightAverage({"w": weight}, decay=0.5)
+    restored.restore(average.tensors())
+    assert restored.updates == 101 and torch.equal(restored.shadow["w"], average.shadow["w"])
+    with pytest.raises(ValueError, match="decay"):
+        WeightAverage({"w": weight}, decay=1.0)
+
+
 def test_time_limit_exports_and_resumes(moving_squares_store, tmp_path) -> None:
     config = _config(tmp_path, autoencoder={**FAST, "steps": 5, "batch_size": 4})
     path = train_stage("autoencoder", moving_squares_store, tmp_path / "r", config_file=config,
