@@ -44,12 +44,14 @@ def train_on_cluster(stage: Stage, data_path: str, out: str | os.PathLike[str], 
                      data_shards: int | None = None, max_failures: int = 3, storage: str | None = None,
                      config_file: str | None = None, preset: str | None = None, steps: int | None = None,
                      time_limit_s: float | None = None, init_from: str | None = None,
-                     progress: bool = True) -> Path:
+                     cache_mb: float | None = None, progress: bool = True) -> Path:
     """Train (or resume) one stage on `workers` Ray Train workers and return the exported
     checkpoint directory. `data_shards` (default: what the stage was started with, else
     `workers`) fixes how each step's batch is drawn, so any worker count dividing it trains
     the same numbers. `storage` (local or s3://) keeps Ray Train checkpoints of the stage for
-    workers that do not share --out."""
+    workers that do not share --out. Without `cache_mb` the driver loads the data once into Ray's
+    object store (one copy per node); with it, each worker streams frames from the store (local
+    path every node sees, or s3://) through its own cache of that many MiB."""
     import ray
 
     from pipeline.generate.ray_exec import connect
@@ -71,7 +73,8 @@ def train_on_cluster(stage: Stage, data_path: str, out: str | os.PathLike[str], 
                                  "config": cfg.model_dump(mode="json"), "shards": shards,
                                  "threads": threads or 1, "time_limit_s": time_limit_s,
                                  "init_from": init_from, "progress": progress, "publish": storage is not None,
-                                 "data_ref": _put_data(data)}
+                                 "cache_mb": cache_mb,
+                                 "data_ref": None if cache_mb is not None else _put_data(data)}
         trainer = _torch_trainer(setup, workers, cpus, gpus_per_worker, storage or str(out_dir / "ray"),
                                  stage if storage else f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}",
                                  max_failures)
@@ -130,10 +133,10 @@ def _data_shards(out_dir: Path, stage: Stage, cfg: TrainConfig, workers: int,
 
 def _preflight(stage: Stage, data: str, out_dir: Path, init_from: str | None) -> None:
     """What a worker would refuse, refused here once instead of in every retried worker."""
-    from sim_model.data.store import EpisodeStore
+    from sim_model.train.data import open_training_store
     from sim_model.train.run import SOURCE, previous_stage
 
-    if len(EpisodeStore.open(data, mode="r")) == 0:
+    if len(open_training_store(data)) == 0:
         raise SpecError(f"the episode store at {data} holds no complete episodes; collect data "
                         "first (e.g. `iws collect`).")
     if init_from is None and stage in SOURCE:
@@ -214,10 +217,11 @@ def _train_worker(setup: dict[str, Any]) -> None:
 
         replica.publish = publish
     device = get_device()
-    data = _shared_data(setup["data_ref"])
+    data = None if setup["data_ref"] is None else _shared_data(setup["data_ref"])
     train_stage_worker(setup["stage"], setup["data"], setup["out"], TrainConfig.model_validate(setup["config"]),
                        device=str(device), progress=setup["progress"], time_limit_s=setup["time_limit_s"],
-                       init_from=setup["init_from"], replica=replica, data=data)
+                       init_from=setup["init_from"], replica=replica, data=data,
+                       cache_mb=setup["cache_mb"])
 
 
 def _put_data(path: str) -> Any:
@@ -228,8 +232,10 @@ def _put_data(path: str) -> Any:
     import ray
 
     from sim_model.train.data import TrainingData
+    from sim_model.train.frames import StreamedFrames
 
     loaded = TrainingData.from_store(path)
+    assert not isinstance(loaded.frames, StreamedFrames)  # loaded whole without a cache size
     return ray.put({"features": loaded.features, "frames": loaded.frames.numpy(),
                     "actions": loaded.actions, "states": loaded.states, "ends": loaded.ends})
 

@@ -38,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "e.g. 'pusht') instead of the run's previous stage: continue training a model")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); with "
                         "--workers, per worker, and the Ray CPUs each worker takes (default 1)")
+    parser.add_argument("--cache-mb", type=float, metavar="MIB",
+                        help="stream frames from the store (local or s3://) through a cache of this many "
+                        "MiB, and keep at most as much of encoded latents, instead of loading the whole "
+                        "dataset into memory (per worker with --workers); default: load everything")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--workers", type=int,
                         help="data-parallel Ray Train workers (default: train in this process)")
@@ -67,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.steps is not None and args.steps < 1:
         raise UserError(f"--steps must be at least 1, got {args.steps}.")
+    if args.cache_mb is not None and args.cache_mb <= 0:
+        raise UserError(f"--cache-mb must be a positive size in MiB, got {args.cache_mb:g}.")
     if args.workers is None:
         for flag, value in (("--gpus-per-worker", args.gpus_per_worker), ("--address", args.address),
                             ("--data-shards", args.data_shards), ("--storage", args.storage)):
@@ -84,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                                 config_file=args.config,
                                 preset=args.preset, steps=args.steps, progress=not args.no_progress,
                                 time_limit_s=None if args.time_limit is None else args.time_limit * 60,
-                                init_from=args.init_from)
+                                init_from=args.init_from, cache_mb=args.cache_mb)
         logging.getLogger("iws.train").info("checkpoint: %s (WorldModel.load opens it)", path)
         return 0
     if args.threads:
@@ -92,6 +98,6 @@ def run(args: argparse.Namespace) -> int:
     path = train_stage(args.stage, args.data, args.out, config_file=args.config, preset=args.preset,
                        device=args.device, steps=args.steps, progress=not args.no_progress,
                        time_limit_s=None if args.time_limit is None else args.time_limit * 60,
-                       init_from=args.init_from)
+                       init_from=args.init_from, cache_mb=args.cache_mb)
     logging.getLogger("iws.train").info("checkpoint: %s (WorldModel.load opens it)", path)
     return 0

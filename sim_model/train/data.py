@@ -1,4 +1,5 @@
-"""Training data in RAM: every frame, action and state of an EpisodeStore, split by episode."""
+"""Training data: every action and state of an episode store in RAM, split by episode; its
+frames in RAM too, or, with a cache size, read as batches need them (frames.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -14,32 +16,57 @@ import torch
 from schemas import FeatureSpec
 from schemas.errors import SpecError
 from sim_model.data.episode import Episode
+from sim_model.train.frames import StreamedFrames
+
+if TYPE_CHECKING:
+    from sim_model.data.shards import ShardedDataset
+    from sim_model.data.store import EpisodeStore
 
 log = logging.getLogger(__name__)
+
+
+def open_training_store(path: str | os.PathLike[str]) -> EpisodeStore | ShardedDataset:
+    """An episode store, or a generation job's sharded dataset (OUT/dataset), which trains as it
+    is, like one store."""
+    from sim_model.data.shards import ShardedDataset, is_sharded
+    from sim_model.data.store import EpisodeStore
+
+    return ShardedDataset(path) if is_sharded(os.fspath(path)) else EpisodeStore.open(path, mode="r")
 
 
 @dataclass
 class TrainingData:
     features: FeatureSpec
-    frames: torch.Tensor  # (N, V, H, W, 3) uint8
+    frames: torch.Tensor | StreamedFrames  # (N, V, H, W, 3) uint8
     actions: np.ndarray  # (N, A) float32
     states: np.ndarray | None  # (N, S) float32
     ends: np.ndarray  # (E,) int64 cumulative episode ends
+    cache_bytes: int | None = None  # streamed: the budget of each cache (frames, latents)
 
     @classmethod
-    def from_store(cls, path: str | os.PathLike[str]) -> TrainingData:
-        from sim_model.data.shards import ShardedDataset, is_sharded
-        from sim_model.data.store import EpisodeStore
-
-        # A generation job's sharded dataset (OUT/dataset) trains as it is, like one store.
-        store = ShardedDataset(path) if is_sharded(os.fspath(path)) else EpisodeStore.open(path, mode="r")
+    def from_store(cls, path: str | os.PathLike[str], cache_mb: float | None = None) -> TrainingData:
+        """The store's data; with `cache_mb`, frames are streamed through a cache of that many
+        MiB (and the dynamics' latent cache gets as much) instead of loaded whole."""
+        store = open_training_store(path)
         if len(store) == 0:
             raise SpecError(f"the episode store at {path} holds no complete episodes; collect data "
                             "first (e.g. `iws collect`).")
         features = store.features
-        keys = [*features.camera_names, "action"] + (["state"] if features.state_dim else [])
-        arrays, ends = store.load_all(keys)
         names = features.camera_names
+        if cache_mb is not None:
+            if cache_mb <= 0:
+                raise SpecError(f"the frame cache must be a positive size in MiB, not {cache_mb}.")
+            budget = int(cache_mb * 2**20)
+            lowdim = ["action"] + (["state"] if features.state_dim else [])
+            arrays, ends = store.load_all(lowdim)
+            streamed = StreamedFrames(store, list(names), budget)
+            log.info("%d episodes, %d frames in %s: actions loaded, frames streamed through a %.0f MiB "
+                     "cache (%.0f MiB in all)", len(ends), len(streamed), path, cache_mb,
+                     len(streamed) * streamed.frame_bytes / 2**20)
+            return cls(features, streamed, arrays["action"].astype(np.float32),
+                       arrays["state"].astype(np.float32) if features.state_dim else None, ends, budget)
+        keys = [*names, "action"] + (["state"] if features.state_dim else [])
+        arrays, ends = store.load_all(keys)
         # (N, V, H, W, 3); one camera needs no copy of what may be gigabytes
         frames = arrays[names[0]][:, None] if len(names) == 1 else np.stack([arrays[c] for c in names], 1)
         log.info("loaded %d episodes, %d frames from %s", len(ends), len(frames), path)
@@ -59,9 +86,14 @@ class TrainingData:
     def data_hash(self) -> str:
         """sha256 (16 hex) over episode boundaries, actions, states and frames."""
         digest = hashlib.sha256()
-        for array in (self.ends, self.actions, self.states, self.frames.numpy()):
+        for array in (self.ends, self.actions, self.states):
             if array is not None:
                 digest.update(np.ascontiguousarray(array).data)  # the buffer itself: no copy
+        # Streamed frames are hashed one episode at a time: the same bytes in the same order.
+        blocks = (self.frames.episode_blocks() if isinstance(self.frames, StreamedFrames)
+                  else [self.frames.numpy()])
+        for block in blocks:
+            digest.update(np.ascontiguousarray(block).data)
         return digest.hexdigest()[:16]
 
     def split(self, val_fraction: float, seed: int) -> tuple[DataView, DataView]:

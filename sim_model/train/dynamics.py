@@ -11,6 +11,7 @@ from has drifted as far as at inference (tens to hundreds of frames), not `feedb
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from schemas.errors import SpecError
 from sim_model.config import DynamicsConfig
 from sim_model.nn.dynamics import next_latent, previous
 from sim_model.nn.sampler import noisy
@@ -62,14 +64,22 @@ def sample_next(net: WorldModelNet, src: torch.Tensor, a: torch.Tensor, rng: Tra
 class LatentCache:
     """Latents of the frozen encoder, each frame encoded the first time a batch draws it
     (the encoder does not change during the dynamics stage and the fine-tune); with a
-    `background`, also each frame's foreground cells at latent resolution."""
+    `background`, also each frame's foreground cells at latent resolution. Every frame's latent
+    stays when the frames are in memory; with streamed frames (`data.cache_bytes`) the table
+    holds what fits that budget and the oldest entries make room (encoded again when drawn)."""
 
     def __init__(self, net: WorldModelNet, data: TrainingData, device: torch.device,
                  background: torch.Tensor | None = None) -> None:
         self.net, self.data, self.device, self.background = net, data, device, background
-        self.z = torch.zeros(len(data.frames), data.frames.shape[1], *net.latent_shape)
-        self.fg = torch.zeros(len(data.frames), data.frames.shape[1], 1, *net.latent_shape[1:])
-        self.have = torch.zeros(len(data.frames), dtype=torch.bool)
+        n, views = len(data.frames), data.frames.shape[1]
+        cells = math.prod(net.latent_shape[1:])  # foreground cells: one channel, kept with a background
+        row_bytes = 4 * views * (math.prod(net.latent_shape) + (cells if background is not None else 0))
+        self.capacity = n if data.cache_bytes is None else max(1, min(n, data.cache_bytes // row_bytes))
+        self.z = torch.zeros(self.capacity, views, *net.latent_shape)
+        self.fg = torch.zeros(self.capacity if background is not None else 0, views, 1, *net.latent_shape[1:])
+        self.slot = np.full(n, -1, np.int64)  # frame -> row of the table, -1: not encoded
+        self.owner = np.full(self.capacity, -1, np.int64)  # row -> frame
+        self.next = 0  # rows are (re)used in turn
 
     def __call__(self, idx: np.ndarray) -> torch.Tensor:
         """Global frame indices (...) -> latents (..., V, C, h, w) on the device."""
@@ -81,16 +91,33 @@ class LatentCache:
         return self._fill(idx, self.fg)
 
     def _fill(self, idx: np.ndarray, table: torch.Tensor) -> torch.Tensor:
-        flat = torch.from_numpy(np.ascontiguousarray(idx).reshape(-1))
-        missing = flat[~self.have[flat]].unique()
+        flat = np.ascontiguousarray(idx).reshape(-1)
+        missing = np.unique(flat[self.slot[flat] < 0])
         if len(missing):
+            rows = self._rows_for(len(missing), keep=set(self.slot[flat][self.slot[flat] >= 0].tolist()))
             with torch.no_grad():
-                z = self.net.encode(batch_images(self.data, missing.numpy(), self.device))
-            self.z[missing] = z.float().cpu()
+                z = self.net.encode(batch_images(self.data, missing, self.device))
+            gone = self.owner[rows]
+            self.slot[gone[gone >= 0]] = -1
+            self.owner[rows], self.slot[missing] = missing, rows
+            rows_t = torch.from_numpy(rows)
+            self.z[rows_t] = z.float().cpu()
             if self.background is not None:
-                self.fg[missing] = foreground_cells(self.data.frames[missing], self.background, z.shape[-1])
-            self.have[missing] = True
-        return table[flat].reshape(*idx.shape, *table.shape[1:]).to(self.device)
+                self.fg[rows_t] = foreground_cells(self.data.frames[torch.from_numpy(missing)],
+                                                   self.background, z.shape[-1])
+        return table[torch.from_numpy(self.slot[flat])].reshape(*idx.shape, *table.shape[1:]).to(self.device)
+
+    def _rows_for(self, count: int, keep: set[int]) -> np.ndarray:
+        """`count` rows of the table, in turn, skipping the rows this batch reads."""
+        if count + len(keep) > self.capacity:
+            raise SpecError(f"one batch draws {count + len(keep)} frames but the latent cache holds "
+                            f"{self.capacity}; raise the cache size (--cache-mb).")
+        rows: list[int] = []
+        while len(rows) < count:
+            if self.next not in keep:
+                rows.append(self.next)
+            self.next = (self.next + 1) % self.capacity
+        return np.array(rows, np.int64)
 
 
 class RolloutBuffer:

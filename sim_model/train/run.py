@@ -75,18 +75,20 @@ def resolve_config(out: Path, config_file: str | None, preset: str | None,
 def train_stage(stage: Stage, data_path: str | os.PathLike[str], out: str | os.PathLike[str], *,
                 config_file: str | None = None, preset: str | None = None, device: str = "cpu",
                 steps: int | None = None, progress: bool = True,
-                time_limit_s: float | None = None, init_from: str | None = None) -> Path:
+                time_limit_s: float | None = None, init_from: str | None = None,
+                cache_mb: float | None = None) -> Path:
     """Train (or resume) one stage and export its checkpoint. With `time_limit_s` the stage stops
     early (learning rate annealed to the time budget) and still exports what it has; rerunning
     continues towards the configured steps. With `init_from` (a complete checkpoint directory or a
     bundled name) the stage starts from that model's weights, normalisation and architecture
     instead of the previous stage of this run, e.g. to continue training the bundled model on a
-    GPU; the stage's own saved state still wins when it exists. Returns the exported checkpoint
-    directory."""
+    GPU; the stage's own saved state still wins when it exists. With `cache_mb` the frames are
+    streamed from the store through a cache of that size instead of loaded whole. Returns the
+    exported checkpoint directory."""
     cfg = stage_config(stage, out, config_file=config_file, preset=preset, device=device, steps=steps,
                        init_from=init_from)
     path = train_stage_worker(stage, data_path, out, cfg, device=device, progress=progress,
-                              time_limit_s=time_limit_s, init_from=init_from)
+                              time_limit_s=time_limit_s, init_from=init_from, cache_mb=cache_mb)
     assert path is not None  # a single process is its own chief
     return path
 
@@ -107,14 +109,16 @@ def stage_config(stage: Stage, out: str | os.PathLike[str], *, config_file: str 
 def train_stage_worker(stage: Stage, data_path: str | os.PathLike[str], out: str | os.PathLike[str],
                        cfg: TrainConfig, *, device: str = "cpu", progress: bool = True,
                        time_limit_s: float | None = None, init_from: str | None = None,
-                       replica: Replica | None = None, data: TrainingData | None = None) -> Path | None:
+                       replica: Replica | None = None, data: TrainingData | None = None,
+                       cache_mb: float | None = None) -> Path | None:
     """Train one stage with a resolved config, alone or as one data-parallel worker (`replica`,
     whose task is built for one shard's batch); the chief exports the checkpoint and returns its
-    directory, other workers return None. `data`: the store at data_path, already loaded."""
+    directory, other workers return None. `data`: the store at data_path, already loaded;
+    otherwise it is read from data_path (frames streamed with `cache_mb`)."""
     out_dir = Path(out)
     init_dir = None if init_from is None else ckpt.resolve(init_from)
     dev = torch.device(device)
-    data = data if data is not None else TrainingData.from_store(data_path)
+    data = data if data is not None else TrainingData.from_store(data_path, cache_mb)
     train_view, val_view = data.split(cfg.val_fraction, cfg.seed)
     if init_dir is not None:
         ckpt_cfg, net = _init_from(init_dir, data, cfg)
@@ -178,7 +182,7 @@ def _initial_model(stage: Stage, out: Path, cfg: TrainConfig, data: TrainingData
     """A fresh net for the autoencoder; otherwise the previous stage's finished checkpoint."""
     if stage == "autoencoder":
         model_cfg = cfg.model or preset_config(cfg.preset, data.features)
-        rows = data.frames.new_zeros(len(data.actions), dtype=torch.bool)
+        rows = torch.zeros(len(data.actions), dtype=torch.bool)
         starts = [0, *data.ends[:-1]]
         for e in train_episodes:
             rows[int(starts[e]):int(data.ends[e])] = True

@@ -89,6 +89,16 @@ def test_one_worker_with_two_shards_trains_what_two_workers_do(
     assert stage.steps == 4 and any(h.startswith("2 workers x cpu") for h in stage.hardware)
 
 
+def test_workers_streaming_frames_train_what_loaded_workers_do(
+        two_worker_run, moving_squares_store, tmp_path) -> None:
+    """With --cache-mb each worker reads its frames from the store through a small cache (the
+    driver puts nothing in Ray's object store): the same samples, the same weights."""
+    reference, config = two_worker_run
+    train_on_cluster("autoencoder", str(moving_squares_store), tmp_path, workers=2, cache_mb=0.02,
+                     config_file=config, progress=False)
+    _assert_same_training(tmp_path, reference, "autoencoder", 4)
+
+
 def test_a_later_run_resumes_with_another_worker_count(two_worker_run, moving_squares_store,
                                                        tmp_path) -> None:
     """Stopped at step 2 on one worker, finished by a later `iws train` on two: the shard count

@@ -1,0 +1,145 @@
+"""Training data at paper scale: memory per rank and batch time with every frame loaded against
+frames streamed from the store through a bounded cache (`iws train --cache-mb`).
+
+    python benchmarks/bench_train_data.py                          # 600 x 200 frames at 128x128
+    python benchmarks/bench_train_data.py --cache-mb 256 1024 --write benchmarks/results/train.md
+
+A synthetic store of the paper's size (600 episodes x 200 frames at 128x128: a square
+random-walking on a dark floor; the content changes compression, not the access pattern) is
+written once, then each mode runs in a fresh process: it opens the data as `iws train` does,
+draws --draws dynamics batches (--batch windows of --window frames, uniform over the training
+episodes, gathered into image tensors as the stage does) and --draws autoencoder batches (single
+frames), and reports its peak RSS. "frames held" is what the mode keeps of the frames at the end;
+"latents" is the dynamics' latent cache it would allocate for the `small` preset's 4-channel
+latent at 1/4 resolution (the whole dataset's when loaded, at most the cache size when streamed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_store(path: Path, episodes: int, frames: int, resolution: int) -> None:
+    from pipeline.pusht.features import pusht_features
+    from schemas import EpisodeMeta
+    from sim_model.data.episode import Episode
+    from sim_model.data.store import EpisodeStore
+
+    features = pusht_features(resolution)
+    store = EpisodeStore.create(path, features)
+    rng = np.random.default_rng(0)
+    yy, xx = np.mgrid[0:resolution, 0:resolution]
+    for index in range(episodes):
+        pos = np.clip(resolution / 2 + np.cumsum(rng.normal(0, 2, (frames, 2)), 0), 6,
+                      resolution - 6).astype(np.float32)
+        images = np.full((frames, resolution, resolution, 3), 30, np.uint8)
+        for t in range(frames):
+            images[t][(abs(xx - pos[t, 0]) < 6) & (abs(yy - pos[t, 1]) < 6)] = (230, 180, 40)
+        action = pos * 512 / resolution
+        extras = {e.name: np.zeros((frames, *e.shape), e.dtype) for e in features.extras}
+        meta = EpisodeMeta(episode_id=f"bench-{index:04d}", length=frames, source="scripted:bench",
+                           fps=features.fps)
+        store.append(Episode(frames={"top": images}, action=action, meta=meta, state=action.copy(),
+                             extras=extras))
+
+
+def measure(store: str, cache_mb: float | None, batch: int, window: int, draws: int) -> dict[str, float]:
+    """One mode, in this (fresh) process."""
+    import torch
+
+    from sim_model.train.common import batch_images
+    from sim_model.train.data import TrainingData
+    from sim_model.train.frames import StreamedFrames
+
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    data = TrainingData.from_store(store, cache_mb)
+    open_s = time.perf_counter() - started
+    train, _ = data.split(0.05, 0)
+    rng = np.random.default_rng(0)
+    cpu = torch.device("cpu")
+    timings = {}
+    for kind in ("windows", "frames"):
+        started = time.perf_counter()
+        for _ in range(draws):
+            idx = (train.window_indices(rng, batch, window) if kind == "windows"
+                   else train.frame_indices(rng, 2 * batch))
+            batch_images(data, idx, cpu)
+        timings[kind] = (time.perf_counter() - started) / draws * 1000
+    frames = data.frames
+    streamed = isinstance(frames, StreamedFrames)
+    n, views, height, width = frames.shape[0], frames.shape[1], frames.shape[2], frames.shape[3]
+    latent_row = 4 * views * 4 * (height // 4) * (width // 4)
+    latent_rows = n if cache_mb is None else min(n, int(cache_mb * 2**20) // latent_row)
+    return {"open_s": open_s, "windows_ms": timings["windows"], "frames_ms": timings["frames"],
+            "held_mb": (frames.cached_bytes if streamed else frames.numel()) / 2**20,
+            "latent_mb": latent_rows * latent_row / 2**20,
+            "reads_per_batch": frames.reads / (2 * draws) if streamed else 0.0,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "dataset_mb": n * views * height * width * 3 / 2**20}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--episodes", type=int, default=600)
+    parser.add_argument("--frames", type=int, default=200, help="frames per episode")
+    parser.add_argument("--resolution", type=int, default=128)
+    parser.add_argument("--cache-mb", type=float, nargs="+", default=[256.0, 1024.0])
+    parser.add_argument("--batch", type=int, default=32, help="dynamics windows per batch (a GPU's)")
+    parser.add_argument("--window", type=int, default=10)
+    parser.add_argument("--draws", type=int, default=50)
+    parser.add_argument("--store", type=Path, help="reuse (or write) the synthetic store here")
+    parser.add_argument("--write", type=Path, help="append the table to this markdown file")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)  # internal: one mode, JSON out
+    args = parser.parse_args()
+    if args.measure is not None:
+        mode = json.loads(args.measure)
+        print(json.dumps(measure(mode["store"], mode["cache_mb"], args.batch, args.window, args.draws)))
+        return
+    sys.path.insert(0, str(ROOT))
+    with tempfile.TemporaryDirectory(prefix="bench_train_data_") as tmp:
+        store = args.store or Path(tmp) / "paper.zarr"
+        if not store.exists():
+            started = time.perf_counter()
+            make_store(store, args.episodes, args.frames, args.resolution)
+            print(f"wrote {store} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        rows = []
+        for cache_mb in [None, *args.cache_mb]:
+            mode = json.dumps({"store": str(store), "cache_mb": cache_mb})
+            out = subprocess.run([sys.executable, __file__, "--measure", mode, "--batch", str(args.batch),
+                                  "--window", str(args.window), "--draws", str(args.draws)],
+                                 check=True, capture_output=True, text=True, cwd=ROOT)
+            rows.append((cache_mb, json.loads(out.stdout.strip().splitlines()[-1])))
+    size = rows[0][1]["dataset_mb"]
+    lines = [f"`python benchmarks/bench_train_data.py --episodes {args.episodes} --frames {args.frames} "
+             f"--resolution {args.resolution} --cache-mb {' '.join(f'{c:g}' for c in args.cache_mb)}` "
+             f"({platform.machine()}, one torch thread; dataset {size:.0f} MiB of frames; dynamics batch "
+             f"{args.batch} windows x {args.window} frames, autoencoder batch {2 * args.batch} frames):", "",
+             "| frames | open s | frames held MiB | latent cache MiB | peak RSS MiB | windows batch ms "
+             "| frames batch ms | block reads per batch |", "|---|---|---|---|---|---|---|---|"]
+    for cache_mb, r in rows:
+        name = "loaded" if cache_mb is None else f"streamed, --cache-mb {cache_mb:g}"
+        lines.append(f"| {name} | {r['open_s']:.1f} | {r['held_mb']:.0f} | {r['latent_mb']:.0f} | "
+                     f"{r['peak_rss_mb']:.0f} | {r['windows_ms']:.1f} | {r['frames_ms']:.1f} | "
+                     f"{r['reads_per_batch']:.1f} |")
+    table = "\n".join(lines)
+    print(table)
+    if args.write:
+        with open(args.write, "a") as handle:
+            handle.write("\n" + table + "\n")
+
+
+if __name__ == "__main__":
+    main()
