@@ -1,5 +1,6 @@
 """`iws submit job.yaml --address http://HEAD:8265`: run a generation job on a Ray cluster through
-its Jobs API, follow its log and progress, or stop it (`--stop ID`).
+its Jobs API, follow its log and progress, or stop it (`--stop ID`). `iws submit --address URL
+train -- <iws train arguments>` runs a training stage there the same way (pipeline/train_submit.py).
 
 A cluster with Ray's token authentication (RAY_AUTH_MODE=token; the manifests in infra/ turn it
 on) answers 401 to requests without its token. The token is read from where Ray's own clients
@@ -23,11 +24,18 @@ TERMINAL_EXIT = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 1}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("submit", help="run a generation job on a Ray cluster (Jobs API)",
+    parser = sub.add_parser("submit", help="run a generation job or a training stage on a Ray cluster "
+                            "(Jobs API)",
                             description="Upload the job's directory and run `iws generate JOB "
                             "--no-progress` on the cluster's head; committed episodes survive a stop "
-                            "or failure, and submitting the same job again resumes it.")
-    parser.add_argument("job", nargs="?", help="job spec YAML (omit with --stop)")
+                            "or failure, and submitting the same job again resumes it. "
+                            "`iws submit [options] train -- <iws train arguments>` runs `iws train` "
+                            "there instead (--data s3:// or absolute, --out absolute on a shared "
+                            "filesystem; the --config file's directory is uploaded); resubmitting "
+                            "resumes the stage.")
+    parser.add_argument("job", nargs="?", help="job spec YAML, or 'train' (omit with --stop)")
+    parser.add_argument("train_args", nargs="*", metavar="-- TRAIN_ARGS",
+                        help="after `train --`: the arguments of `iws train`")
     parser.add_argument("--address", default=None,
                         help="the cluster's dashboard / Jobs API, e.g. http://127.0.0.1:8265 "
                         "(default: RAY_API_SERVER_ADDRESS, else RAY_ADDRESS); a cluster with token "
@@ -109,9 +117,26 @@ def run(args: argparse.Namespace) -> int:
         return 0 if status == "STOPPED" else TERMINAL_EXIT.get(status, 1)
     if not args.job:
         raise UserError("name the job spec YAML to submit (or --stop JOB_ID).")
-    plan = submit.prepare(args.job, working_dir=args.working_dir, output=args.output,
-                          model=args.model, overrides=args.overrides, overwrite=args.overwrite,
-                          take_over=args.take_over)
+    if args.job == "train":
+        from pipeline.train_submit import prepare_training
+
+        if not args.train_args:
+            raise UserError("put the `iws train` arguments after `train --`, e.g. `iws submit "
+                            "--address URL train -- --stage dynamics --data s3://b/d.zarr --out "
+                            "/shared/run --workers 8 --gpus-per-worker 1`.")
+        generation_only = [flag for flag, value in (("--output", args.output), ("--model", args.model),
+                                                    ("--set", args.overrides), ("--overwrite", args.overwrite),
+                                                    ("--take-over", args.take_over)) if value]
+        if generation_only:
+            raise UserError(f"{', '.join(generation_only)} apply to generation jobs; a training "
+                            "stage takes `iws train` arguments after `train --`.")
+        plan = prepare_training(args.train_args, working_dir=args.working_dir)
+    elif args.train_args:
+        raise UserError(f"unexpected arguments after the job file: {' '.join(args.train_args)}.")
+    else:
+        plan = submit.prepare(args.job, working_dir=args.working_dir, output=args.output,
+                              model=args.model, overrides=args.overrides, overwrite=args.overwrite,
+                              take_over=args.take_over)
     client = _client(args.address)
     job_id = submit.submit(client, plan)
     address = client.get_address()

@@ -44,10 +44,12 @@ class Submission:
 
     job_name: str
     entrypoint: str
-    working_dir: Path
+    working_dir: Path | None  # None: nothing is uploaded
     excludes: list[str]
 
     def runtime_env(self) -> dict[str, Any]:
+        if self.working_dir is None:
+            return {}
         return {"working_dir": str(self.working_dir), "excludes": self.excludes}
 
 
