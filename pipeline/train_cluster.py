@@ -44,7 +44,8 @@ def train_on_cluster(stage: Stage, data_path: str, out: str | os.PathLike[str], 
                      data_shards: int | None = None, max_failures: int = 3, storage: str | None = None,
                      config_file: str | None = None, preset: str | None = None, steps: int | None = None,
                      time_limit_s: float | None = None, init_from: str | None = None,
-                     cache_mb: float | None = None, progress: bool = True) -> Path:
+                     cache_mb: float | None = None, metrics_logs: tuple[str, ...] = (),
+                     progress: bool = True) -> Path:
     """Train (or resume) one stage on `workers` Ray Train workers and return the exported
     checkpoint directory. `data_shards` (default: what the stage was started with, else
     `workers`) fixes how each step's batch is drawn, so any worker count dividing it trains
@@ -73,7 +74,7 @@ def train_on_cluster(stage: Stage, data_path: str, out: str | os.PathLike[str], 
                                  "config": cfg.model_dump(mode="json"), "shards": shards,
                                  "threads": threads or 1, "time_limit_s": time_limit_s,
                                  "init_from": init_from, "progress": progress, "publish": storage is not None,
-                                 "cache_mb": cache_mb,
+                                 "cache_mb": cache_mb, "metrics_logs": list(metrics_logs),
                                  "data_ref": None if cache_mb is not None else _put_data(data)}
         trainer = _torch_trainer(setup, workers, cpus, gpus_per_worker, storage or str(out_dir / "ray"),
                                  stage if storage else f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}",
@@ -221,7 +222,7 @@ def _train_worker(setup: dict[str, Any]) -> None:
     train_stage_worker(setup["stage"], setup["data"], setup["out"], TrainConfig.model_validate(setup["config"]),
                        device=str(device), progress=setup["progress"], time_limit_s=setup["time_limit_s"],
                        init_from=setup["init_from"], replica=replica, data=data,
-                       cache_mb=setup["cache_mb"])
+                       cache_mb=setup["cache_mb"], metrics_logs=tuple(setup["metrics_logs"]))
 
 
 def _put_data(path: str) -> Any:

@@ -42,6 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="stream frames from the store (local or s3://) through a cache of this many "
                         "MiB, and keep at most as much of encoded latents, instead of loading the whole "
                         "dataset into memory (per worker with --workers); default: load everything")
+    parser.add_argument("--log", dest="metrics_logs", action="append", default=[],
+                        choices=["csv", "tensorboard"],
+                        help="also log losses and held-out metrics as <stage>/metrics.csv (step,metric,"
+                        "value rows) or TensorBoard event files in <stage>/tensorboard/ (`tensorboard "
+                        "--logdir OUT`; pip install 'iws[tensorboard]'); repeatable. metrics.jsonl is "
+                        "always written")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--workers", type=int,
                         help="data-parallel Ray Train workers (default: train in this process)")
@@ -90,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
                                 config_file=args.config,
                                 preset=args.preset, steps=args.steps, progress=not args.no_progress,
                                 time_limit_s=None if args.time_limit is None else args.time_limit * 60,
-                                init_from=args.init_from, cache_mb=args.cache_mb)
+                                init_from=args.init_from, cache_mb=args.cache_mb,
+                                metrics_logs=tuple(args.metrics_logs))
         logging.getLogger("iws.train").info("checkpoint: %s (WorldModel.load opens it)", path)
         return 0
     if args.threads:
@@ -98,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     path = train_stage(args.stage, args.data, args.out, config_file=args.config, preset=args.preset,
                        device=args.device, steps=args.steps, progress=not args.no_progress,
                        time_limit_s=None if args.time_limit is None else args.time_limit * 60,
-                       init_from=args.init_from, cache_mb=args.cache_mb)
+                       init_from=args.init_from, cache_mb=args.cache_mb,
+                       metrics_logs=tuple(args.metrics_logs))
     logging.getLogger("iws.train").info("checkpoint: %s (WorldModel.load opens it)", path)
     return 0

@@ -4,7 +4,6 @@ workers (parallel.py)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import platform
@@ -20,6 +19,7 @@ from tqdm import tqdm
 from sim_model.precision import autocast
 from sim_model.train.average import WeightAverage
 from sim_model.train.config import StageConfig
+from sim_model.train.metrics_log import MetricsLog
 from sim_model.train.parallel import Replica, agreed, broadcast_parameters, parallel_step
 from sim_model.train.state import TrainerState, TrainRNG, load_average, load_state, save_state
 
@@ -84,7 +84,8 @@ def learning_rate(cfg: StageConfig, step: int, progress: float) -> float:
 
 def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir: Path, *,
              seed: int, device: torch.device, bf16: bool, progress: bool = True,
-             time_limit_s: float | None = None, replica: Replica | None = None) -> LoopResult:
+             time_limit_s: float | None = None, replica: Replica | None = None,
+             metrics_logs: tuple[str, ...] = ()) -> LoopResult:
     """Train `task.params` to cfg.steps, resuming from stage_dir/state if it exists. With a
     `replica`, this process is one data-parallel worker: every worker resumes from the same
     state and steps in lockstep; rank 0 alone writes state, metrics and samples."""
@@ -128,8 +129,11 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
         trainer.extra["progress"] = done
         save_state(state_dir, net, optimizer, trainer, rng, average)
 
+    # metrics.jsonl, and the CSV / TensorBoard logs asked for (refused here, before any step)
+    metrics = MetricsLog(stage_dir, task.name, metrics_logs if chief else ())
     if trainer.step == 0 and chief:  # the starting point, so progress can be judged against it
-        val = _periodic(net, task, cfg, stage_dir, 0, device, bf16, val, {}, float("nan"), force_val=True)
+        val = _periodic(net, task, cfg, stage_dir, 0, device, bf16, val, {}, float("nan"), metrics,
+                        force_val=True)
     net.train()
     try:
         while trainer.step < cfg.steps:
@@ -146,7 +150,7 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", **{k: f"{v:.3g}" for k, v in val.items() if k == "val_loss"})
             if chief:
-                val = _periodic(net, task, cfg, stage_dir, trainer.step, device, bf16, val, logs, loss)
+                val = _periodic(net, task, cfg, stage_dir, trainer.step, device, bf16, val, logs, loss, metrics)
             out_of_time = time_limit_s is not None and elapsed() >= time_limit_s
             if trainer.step % cfg.checkpoint_every == 0 or trainer.step == cfg.steps or out_of_time:
                 checkpoint()
@@ -157,7 +161,7 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
                          "now, and rerunning continues to %d", task.name, trainer.step, cfg.steps, cfg.steps)
                 if trainer.step % cfg.val_every and chief:  # the exported model should carry a fresh score
                     val = _periodic(net, task, cfg, stage_dir, trainer.step, device, bf16, val, logs,
-                                    loss, force_val=True, force_sample=True)
+                                    loss, metrics, force_val=True, force_sample=True)
                     checkpoint()
                 break
     except KeyboardInterrupt:
@@ -165,6 +169,7 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
         raise
     finally:
         bar.close()
+        metrics.close()
         net.eval()
     trainer.wall_time_s = session_start_wall + time.monotonic() - started
     return LoopResult(trainer, trainer.step >= cfg.steps, val, stopped_early=trainer.step < cfg.steps,
@@ -190,7 +195,7 @@ def _step(task: StageTask, cfg: StageConfig, optimizer: torch.optim.Optimizer, s
 
 
 def _periodic(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir: Path, step: int,
-              device: torch.device, bf16: bool, val: Logs, logs: Logs, loss: float,
+              device: torch.device, bf16: bool, val: Logs, logs: Logs, loss: float, metrics: MetricsLog,
               force_val: bool = False, force_sample: bool = False) -> Logs:
     """Validation, metrics log and sample images when their intervals come round."""
     is_val = force_val or step % cfg.val_every == 0 or step == cfg.steps
@@ -203,8 +208,7 @@ def _periodic(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir
             if is_val:
                 val = task.validate()
                 record = {"step": step, **({"loss": loss} if math.isfinite(loss) else {}), **logs, **val}
-                with open(stage_dir / "metrics.jsonl", "a") as handle:
-                    handle.write(json.dumps(record) + "\n")
+                metrics.write(record)
                 log.debug("%s step %d: %s", task.name, step, record)
             if is_sample:
                 (stage_dir / "samples").mkdir(exist_ok=True)

@@ -76,7 +76,7 @@ def train_stage(stage: Stage, data_path: str | os.PathLike[str], out: str | os.P
                 config_file: str | None = None, preset: str | None = None, device: str = "cpu",
                 steps: int | None = None, progress: bool = True,
                 time_limit_s: float | None = None, init_from: str | None = None,
-                cache_mb: float | None = None) -> Path:
+                cache_mb: float | None = None, metrics_logs: tuple[str, ...] = ()) -> Path:
     """Train (or resume) one stage and export its checkpoint. With `time_limit_s` the stage stops
     early (learning rate annealed to the time budget) and still exports what it has; rerunning
     continues towards the configured steps. With `init_from` (a complete checkpoint directory or a
@@ -84,11 +84,13 @@ def train_stage(stage: Stage, data_path: str | os.PathLike[str], out: str | os.P
     instead of the previous stage of this run, e.g. to continue training the bundled model on a
     GPU; the stage's own saved state still wins when it exists. With `cache_mb` the frames are
     streamed from the store through a cache of that size instead of loaded whole. Returns the
-    exported checkpoint directory."""
+    exported checkpoint directory. `metrics_logs`: "csv" and/or "tensorboard" beside
+    metrics.jsonl (sim_model/train/metrics_log.py)."""
     cfg = stage_config(stage, out, config_file=config_file, preset=preset, device=device, steps=steps,
                        init_from=init_from)
     path = train_stage_worker(stage, data_path, out, cfg, device=device, progress=progress,
-                              time_limit_s=time_limit_s, init_from=init_from, cache_mb=cache_mb)
+                              time_limit_s=time_limit_s, init_from=init_from, cache_mb=cache_mb,
+                              metrics_logs=metrics_logs)
     assert path is not None  # a single process is its own chief
     return path
 
@@ -110,7 +112,7 @@ def train_stage_worker(stage: Stage, data_path: str | os.PathLike[str], out: str
                        cfg: TrainConfig, *, device: str = "cpu", progress: bool = True,
                        time_limit_s: float | None = None, init_from: str | None = None,
                        replica: Replica | None = None, data: TrainingData | None = None,
-                       cache_mb: float | None = None) -> Path | None:
+                       cache_mb: float | None = None, metrics_logs: tuple[str, ...] = ()) -> Path | None:
     """Train one stage with a resolved config, alone or as one data-parallel worker (`replica`,
     whose task is built for one shard's batch); the chief exports the checkpoint and returns its
     directory, other workers return None. `data`: the store at data_path, already loaded;
@@ -135,7 +137,8 @@ def train_stage_worker(stage: Stage, data_path: str | os.PathLike[str], out: str
         stage.replace("-", "_"): shard_config(cfg.stage(stage), replica.shards)})
     task = _task(stage, net, train_view, val_view, task_cfg, ckpt_cfg, dev, bf16, seed)
     result = run_loop(net, task, cfg.stage(stage), stage_dir, seed=seed, device=dev, bf16=bf16,
-                      progress=progress, time_limit_s=time_limit_s, replica=replica)
+                      progress=progress, time_limit_s=time_limit_s, replica=replica,
+                      metrics_logs=metrics_logs)
     path = None
     if replica is None or replica.is_chief:
         path = _export(stage, out_dir, cfg, ckpt_cfg, net, result, data, data_path)

@@ -141,6 +141,37 @@ def test_time_limit_exports_and_resumes(moving_squares_store, tmp_path) -> None:
     assert WorldModel.load(path).config.provenance.stages[-1].steps == 5
 
 
+def test_csv_and_tensorboard_logs_hold_what_metrics_jsonl_holds(moving_squares_store, tmp_path) -> None:
+    import csv
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    config = _config(tmp_path, autoencoder={**FAST, "steps": 4, "batch_size": 4, "val_every": 2})
+    run = tmp_path / "run"
+    args = ["train", "--stage", "autoencoder", "--data", str(moving_squares_store), "--out", str(run),
+            "--config", config, "--log", "csv", "--log", "tensorboard", "--no-progress"]
+    assert iws([*args, "--steps", "2"]) == 0
+    assert iws([*args, "--steps", "4"]) == 0  # resumed: the logs continue
+    records = _metrics(run, "autoencoder")
+    expected = {(r["step"], k, float(v)) for r in records for k, v in r.items() if k != "step"}
+    with open(run / "autoencoder/metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(int(r["step"]), r["metric"], float(r["value"])) for r in rows} == expected
+    events = EventAccumulator(str(run / "autoencoder/tensorboard"))
+    events.Reload()
+    assert set(events.Tags()["scalars"]) == {f"autoencoder/{k}" for _, k, _ in expected}
+    val = [(e.step, e.value) for e in events.Scalars("autoencoder/val_loss")]
+    assert val == [(r["step"], pytest.approx(r["val_loss"], rel=1e-6)) for r in records]  # float32 in TB
+    assert [step for step, _ in val] == [0, 2, 4]
+
+
+def test_an_unknown_metrics_log_is_refused(moving_squares_store, tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        iws(["train", "--stage", "autoencoder", "--data", str(moving_squares_store), "--out",
+             str(tmp_path / "run"), "--log", "wandb"])
+    assert "invalid choice: 'wandb'" in capsys.readouterr().err
+
+
 def test_dynamics_needs_autoencoder(moving_squares_store, tmp_path, capsys) -> None:
     code = iws(["train", "--stage", "dynamics", "--data", str(moving_squares_store),
                 "--out", str(tmp_path / "empty"), "--preset", "tiny", "--steps", "2"])
