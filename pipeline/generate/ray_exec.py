@@ -54,7 +54,8 @@ def connect(address: str | None) -> bool:
         # address="local": a cluster of our own even when another runs on this machine (a bare
         # ray.init() would join the newest one found in /tmp/ray).
         kwargs = {"address": "local", "include_dashboard": False,
-                  "runtime_env": {"env_vars": {"PYTHONPATH": path}}}
+                  "runtime_env": {"env_vars": {"PYTHONPATH": path},
+                                  "worker_process_setup_hook": f"{__name__}.quiet_embedded_worker"}}
         _choose_token_auth()
     try:
         ray.init(logging_level=logging.WARNING, **kwargs)
@@ -63,6 +64,15 @@ def connect(address: str | None) -> bool:
                         "RAY_ADDRESS, or drop it to run on an embedded local Ray.") from None
     _note_sigterm()
     return True
+
+
+def quiet_embedded_worker() -> None:
+    """Run in every worker process of the embedded Ray (its runtime_env's setup hook). Without a
+    dashboard there is no State API, so Ray Train's placement-group cleaner warns on every check
+    that it cannot query it; its job (removing a dead controller's resources) cannot arise when
+    the whole cluster ends with this process, so its warnings are noise here."""
+    logging.getLogger("ray.train.v2._internal.execution.controller.placement_group_cleaner").setLevel(
+        logging.ERROR)
 
 
 _terminated = threading.Event()

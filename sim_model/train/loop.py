@@ -113,8 +113,9 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
     resumed_at = float(trainer.extra.get("progress", 0.0))
     done = resumed_at
     started, session_start_wall = time.monotonic(), trainer.wall_time_s
-    bar = tqdm(total=cfg.steps, initial=trainer.step, desc=task.name, disable=not (progress and chief),
-               dynamic_ncols=True)
+    # A worker's output reaches the Ray driver as lines: progress there is a line per record.
+    bar = tqdm(total=cfg.steps, initial=trainer.step, desc=task.name,
+               disable=not (progress and chief) or replica is not None, dynamic_ncols=True)
 
     def elapsed() -> float:
         """Seconds of this session; rank 0's on every worker when the time limit steers."""
@@ -130,7 +131,8 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
         save_state(state_dir, net, optimizer, trainer, rng, average)
 
     # metrics.jsonl, and the CSV / TensorBoard logs asked for (refused here, before any step)
-    metrics = MetricsLog(stage_dir, task.name, metrics_logs if chief else ())
+    metrics = MetricsLog(stage_dir, task.name, metrics_logs if chief else (),
+                         announce_of=cfg.steps if progress and chief and replica is not None else None)
     if trainer.step == 0 and chief:  # the starting point, so progress can be judged against it
         val = _periodic(net, task, cfg, stage_dir, 0, device, bf16, val, {}, float("nan"), metrics,
                         force_val=True)

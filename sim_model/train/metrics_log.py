@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -16,15 +17,19 @@ from typing import Any
 from schemas.errors import SpecError
 
 FORMATS = ("csv", "tensorboard")
+log = logging.getLogger(__name__)
 
 
 class MetricsLog:
-    def __init__(self, stage_dir: Path, stage: str, formats: Iterable[str] = ()) -> None:
+    def __init__(self, stage_dir: Path, stage: str, formats: Iterable[str] = (), *,
+                 announce_of: int | None = None) -> None:
+        """`announce_of`: the stage's step count, to log a progress line at every record (where
+        a progress bar cannot draw: a Ray Train worker's output reaches the driver as lines)."""
         formats = tuple(formats)
         unknown = sorted(set(formats) - set(FORMATS))
         if unknown:
             raise SpecError(f"unknown metrics log {', '.join(unknown)}; choose from {', '.join(FORMATS)}.")
-        self.stage_dir, self.stage = stage_dir, stage
+        self.stage_dir, self.stage, self.announce_of = stage_dir, stage, announce_of
         self.csv = stage_dir / "metrics.csv" if "csv" in formats else None
         self.board: Any = None
         if "tensorboard" in formats:
@@ -42,6 +47,9 @@ class MetricsLog:
         step = int(record["step"])
         numbers = {k: float(v) for k, v in record.items()
                    if k != "step" and isinstance(v, int | float) and math.isfinite(v)}
+        if self.announce_of is not None:
+            log.info("%s step %d/%d: %s", self.stage, step, self.announce_of,
+                     ", ".join(f"{k} {v:.4g}" for k, v in numbers.items() if "loss" in k or "psnr" in k))
         if self.csv is not None:
             new = not self.csv.is_file()
             with open(self.csv, "a", newline="") as handle:

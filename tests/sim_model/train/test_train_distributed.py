@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -192,6 +193,23 @@ def test_a_killed_worker_resumes_from_the_last_checkpoint(ray_cluster, moving_sq
     assert sorted(set(steps_logged)) == list(range(steps + 1))
     model = WorldModel.load(Path(str(outcome["path"])))
     assert model.config.provenance.stages[-1].steps == steps
+
+
+def test_the_command_on_its_own_ray_prints_progress_lines_and_no_ray_noise(
+        moving_squares_store, tmp_path) -> None:
+    """`iws train --workers 2` as a user runs it: an embedded Ray of its own (no dashboard, so
+    no State API), rank 0's progress as one line per record instead of a progress bar."""
+    config = _config(tmp_path / "train.json", autoencoder={**EVERY_STEP, "steps": 2, "batch_size": 8})
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "train", "--stage", "autoencoder",
+                           "--data", str(moving_squares_store), "--out", str(tmp_path / "run"),
+                           "--config", config, "--workers", "2", "--threads", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
+                          env={**os.environ, "RAY_ADDRESS": ""})
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    assert re.search(r"autoencoder step 2/2: loss [\d.]+, val_loss [\d.]+", output), output[-3000:]
+    assert "Failed to query Ray Train Controller" not in output  # the placement-group cleaner's
+    assert "it/s" not in output  # no progress bar forwarded line by line
 
 
 def test_requests_the_cluster_cannot_serve_fail_before_training(ray_cluster, moving_squares_store,
