@@ -109,6 +109,9 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
         average.restore(load_average(state_dir))
     if machine not in trainer.hardware:
         trainer.hardware.append(machine)
+    # metrics.jsonl, and the CSV / TensorBoard logs asked for (refused here, before any step)
+    metrics = MetricsLog(stage_dir, task.name, metrics_logs if chief else (),
+                         announce_of=cfg.steps if progress and chief and replica is not None else None)
     val: Logs = dict(trainer.extra.get("val", {}))
     resumed_at = float(trainer.extra.get("progress", 0.0))
     done = resumed_at
@@ -130,9 +133,6 @@ def run_loop(net: torch.nn.Module, task: StageTask, cfg: StageConfig, stage_dir:
         trainer.extra["progress"] = done
         save_state(state_dir, net, optimizer, trainer, rng, average)
 
-    # metrics.jsonl, and the CSV / TensorBoard logs asked for (refused here, before any step)
-    metrics = MetricsLog(stage_dir, task.name, metrics_logs if chief else (),
-                         announce_of=cfg.steps if progress and chief and replica is not None else None)
     if trainer.step == 0 and chief:  # the starting point, so progress can be judged against it
         val = _periodic(net, task, cfg, stage_dir, 0, device, bf16, val, {}, float("nan"), metrics,
                         force_val=True)
