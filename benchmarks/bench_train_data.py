@@ -9,7 +9,10 @@ random-walking on a dark floor; the content changes compression, not the access 
 written once, then each mode runs in a fresh process: it opens the data as `iws train` does,
 draws --draws dynamics batches (--batch windows of --window frames, uniform over the training
 episodes, gathered into image tensors as the stage does) and --draws autoencoder batches (single
-frames), and reports its peak RSS. "frames held" is what the mode keeps of the frames at the end;
+frames), and reports its peak RSS. Between batches it sleeps --compute-ms, standing in for the
+model's step (a GPU's ~115 ms); "batch ms" is the time a step waits for its frames. With
+prefetch, the next batch's indices are drawn from a copy of the RNG (as the stages do,
+`TrainRNG.next_numpy`) and their blocks read on background threads during that sleep. "frames held" is what the mode keeps of the frames at the end;
 "latents" is the dynamics' latent cache it would allocate for the `small` preset's 4-channel
 latent at 1/4 resolution (the whole dataset's when loaded, at most the cache size when streamed).
 """
@@ -17,6 +20,7 @@ latent at 1/4 resolution (the whole dataset's when loaded, at most the cache siz
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import platform
 import resource
@@ -55,7 +59,8 @@ def make_store(path: Path, episodes: int, frames: int, resolution: int) -> None:
                              extras=extras))
 
 
-def measure(store: str, cache_mb: float | None, batch: int, window: int, draws: int) -> dict[str, float]:
+def measure(store: str, cache_mb: float | None, prefetch: bool, batch: int, window: int, draws: int,
+            compute_ms: float) -> dict[str, float]:
     """One mode, in this (fresh) process."""
     import torch
 
@@ -70,16 +75,24 @@ def measure(store: str, cache_mb: float | None, batch: int, window: int, draws: 
     train, _ = data.split(0.05, 0)
     rng = np.random.default_rng(0)
     cpu = torch.device("cpu")
-    timings = {}
-    for kind in ("windows", "frames"):
-        started = time.perf_counter()
-        for _ in range(draws):
-            idx = (train.window_indices(rng, batch, window) if kind == "windows"
-                   else train.frame_indices(rng, 2 * batch))
-            batch_images(data, idx, cpu)
-        timings[kind] = (time.perf_counter() - started) / draws * 1000
     frames = data.frames
     streamed = isinstance(frames, StreamedFrames)
+    timings = {}
+    for kind in ("windows", "frames"):
+        def draw(generator: np.random.Generator, kind: str = kind) -> np.ndarray:
+            return (train.window_indices(generator, batch, window) if kind == "windows"
+                    else train.frame_indices(generator, 2 * batch))
+
+        waited = 0.0
+        for _ in range(draws):
+            idx = draw(rng)
+            if prefetch and isinstance(frames, StreamedFrames):
+                frames.prefetch(draw(copy.deepcopy(rng)))
+            started = time.perf_counter()
+            batch_images(data, idx, cpu)
+            waited += time.perf_counter() - started
+            time.sleep(compute_ms / 1000)
+        timings[kind] = waited / draws * 1000
     n, views, height, width = frames.shape[0], frames.shape[1], frames.shape[2], frames.shape[3]
     latent_row = 4 * views * 4 * (height // 4) * (width // 4)
     latent_rows = n if cache_mb is None else min(n, int(cache_mb * 2**20) // latent_row)
@@ -87,6 +100,7 @@ def measure(store: str, cache_mb: float | None, batch: int, window: int, draws: 
             "held_mb": (frames.cached_bytes if streamed else frames.numel()) / 2**20,
             "latent_mb": latent_rows * latent_row / 2**20,
             "reads_per_batch": frames.reads / (2 * draws) if streamed else 0.0,
+            "misses_per_batch": frames.misses / (2 * draws) if streamed else 0.0,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "dataset_mb": n * views * height * width * 3 / 2**20}
 
@@ -100,13 +114,16 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32, help="dynamics windows per batch (a GPU's)")
     parser.add_argument("--window", type=int, default=10)
     parser.add_argument("--draws", type=int, default=50)
+    parser.add_argument("--compute-ms", type=float, default=120.0,
+                        help="sleep between batches, standing in for the model's step")
     parser.add_argument("--store", type=Path, help="reuse (or write) the synthetic store here")
     parser.add_argument("--write", type=Path, help="append the table to this markdown file")
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # internal: one mode, JSON out
     args = parser.parse_args()
     if args.measure is not None:
         mode = json.loads(args.measure)
-        print(json.dumps(measure(mode["store"], mode["cache_mb"], args.batch, args.window, args.draws)))
+        print(json.dumps(measure(mode["store"], mode["cache_mb"], mode["prefetch"], args.batch, args.window,
+                                 args.draws, args.compute_ms)))
         return
     sys.path.insert(0, str(ROOT))
     with tempfile.TemporaryDirectory(prefix="bench_train_data_") as tmp:
@@ -116,24 +133,29 @@ def main() -> None:
             make_store(store, args.episodes, args.frames, args.resolution)
             print(f"wrote {store} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         rows = []
-        for cache_mb in [None, *args.cache_mb]:
-            mode = json.dumps({"store": str(store), "cache_mb": cache_mb})
+        modes = [(None, False)] + [(c, p) for c in args.cache_mb for p in (False, True)]
+        for cache_mb, prefetch in modes:
+            mode = json.dumps({"store": str(store), "cache_mb": cache_mb, "prefetch": prefetch})
             out = subprocess.run([sys.executable, __file__, "--measure", mode, "--batch", str(args.batch),
-                                  "--window", str(args.window), "--draws", str(args.draws)],
+                                  "--window", str(args.window), "--draws", str(args.draws),
+                                  "--compute-ms", str(args.compute_ms)],
                                  check=True, capture_output=True, text=True, cwd=ROOT)
-            rows.append((cache_mb, json.loads(out.stdout.strip().splitlines()[-1])))
-    size = rows[0][1]["dataset_mb"]
+            rows.append((cache_mb, prefetch, json.loads(out.stdout.strip().splitlines()[-1])))
+    size = rows[0][2]["dataset_mb"]
     lines = [f"`python benchmarks/bench_train_data.py --episodes {args.episodes} --frames {args.frames} "
              f"--resolution {args.resolution} --cache-mb {' '.join(f'{c:g}' for c in args.cache_mb)}` "
              f"({platform.machine()}, one torch thread; dataset {size:.0f} MiB of frames; dynamics batch "
-             f"{args.batch} windows x {args.window} frames, autoencoder batch {2 * args.batch} frames):", "",
+             f"{args.batch} windows x {args.window} frames, autoencoder batch {2 * args.batch} frames; "
+             f"{args.compute_ms:g} ms of stand-in compute between batches):", "",
              "| frames | open s | frames held MiB | latent cache MiB | peak RSS MiB | windows batch ms "
-             "| frames batch ms | block reads per batch |", "|---|---|---|---|---|---|---|---|"]
-    for cache_mb, r in rows:
-        name = "loaded" if cache_mb is None else f"streamed, --cache-mb {cache_mb:g}"
+             "| frames batch ms | block reads per batch | blocks waited for per batch |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for cache_mb, prefetch, r in rows:
+        name = ("loaded" if cache_mb is None else f"streamed, --cache-mb {cache_mb:g}"
+                + (", prefetch" if prefetch else ", no prefetch"))
         lines.append(f"| {name} | {r['open_s']:.1f} | {r['held_mb']:.0f} | {r['latent_mb']:.0f} | "
                      f"{r['peak_rss_mb']:.0f} | {r['windows_ms']:.1f} | {r['frames_ms']:.1f} | "
-                     f"{r['reads_per_batch']:.1f} |")
+                     f"{r['reads_per_batch']:.1f} | {r['misses_per_batch']:.1f} |")
     table = "\n".join(lines)
     print(table)
     if args.write:

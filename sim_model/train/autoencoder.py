@@ -21,6 +21,7 @@ from sim_model.train.common import (
 )
 from sim_model.train.config import StageConfig
 from sim_model.train.data import DataView
+from sim_model.train.frames import StreamedFrames
 from sim_model.train.loop import Logs, StageTask
 from sim_model.train.state import TrainRNG
 
@@ -50,7 +51,10 @@ def autoencoder_task(net: WorldModelNet, train: DataView, val: DataView, cfg: St
         return loss, logs
 
     def loss(step: int, progress: float, rng: TrainRNG) -> tuple[torch.Tensor, Logs]:
-        return losses(train.frame_indices(rng.numpy, cfg.batch_size), rng)
+        idx = train.frame_indices(rng.numpy, cfg.batch_size)
+        if isinstance(data.frames, StreamedFrames):  # the next step's frames, read meanwhile
+            data.frames.prefetch(train.frame_indices(rng.next_numpy(), cfg.batch_size))
+        return losses(idx, rng)
 
     val_idx = val.frame_indices(np.random.default_rng(seed + 1), cfg.val_batches * cfg.batch_size)
 

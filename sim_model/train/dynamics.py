@@ -36,6 +36,7 @@ from sim_model.train.common import (
 )
 from sim_model.train.config import StageConfig
 from sim_model.train.data import DataView, TrainingData
+from sim_model.train.frames import StreamedFrames
 from sim_model.train.loop import Logs, StageTask
 from sim_model.train.state import TrainRNG
 
@@ -84,6 +85,11 @@ class LatentCache:
     def __call__(self, idx: np.ndarray) -> torch.Tensor:
         """Global frame indices (...) -> latents (..., V, C, h, w) on the device."""
         return self._fill(idx, self.z)
+
+    def uncached(self, idx: np.ndarray) -> np.ndarray:
+        """The frames of `idx` whose latents are not held: what drawing them would encode."""
+        flat = np.ascontiguousarray(idx).reshape(-1)
+        return np.unique(flat[self.slot[flat] < 0])
 
     def foreground(self, idx: np.ndarray) -> torch.Tensor:
         """Global frame indices (...) -> foreground cells (..., V, 1, h, w) in {0, 1}."""
@@ -231,6 +237,11 @@ def dynamics_task(net: WorldModelNet, train: DataView, val: DataView, cfg: Stage
 
     def loss(step: int, progress: float, rng: TrainRNG) -> tuple[torch.Tensor, Logs]:
         idx = train.window_indices(rng.numpy, cfg.batch_size, window)
+        # Streamed frames: start reading those the next step will encode. (The rollout buffer
+        # draws from numpy later in the step, so the next step's windows are not known then.)
+        if isinstance(data.frames, StreamedFrames) and buffer is None:
+            coming = train.window_indices(rng.next_numpy(), cfg.batch_size, window)
+            data.frames.prefetch(latents.uncached(coming))
         # By progress, not by step: a time-limited run reaches its fed-back phase too.
         feedback = (progress >= cfg.feedback_start
                     and float(rng.rand(1, device=torch.device("cpu"))) < cfg.feedback_prob)

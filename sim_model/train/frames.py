@@ -5,6 +5,13 @@ holds at most M MiB of frames (blocks of BLOCK consecutive frames of one episode
 used dropped first) whatever the dataset's size, and reads what a batch misses from the local
 or s3:// store, several blocks at once. Indexing works like the in-memory tensor it replaces:
 `frames[idx]` with an integer tensor of any shape gives uint8 (*idx.shape, V, H, W, 3).
+
+`prefetch(idx)` starts reading the blocks of frames a coming batch will draw, on background
+threads, and returns at once (they are held apart from the cache until drawn, so memory is the
+cache plus two batches): the stages call it with the next step's indices (drawn from a copy
+of the RNG the next step starts from, `TrainRNG.next_numpy`) so that the reads overlap the
+current step's compute. A block being read is waited for, never read twice; what a prefetch
+reads changes nothing but timing.
 """
 
 from __future__ import annotations
@@ -12,7 +19,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import torch
@@ -37,17 +45,29 @@ class StreamedFrames:
         self.capacity = max(1, cache_bytes // (BLOCK * self.frame_bytes))  # blocks
         self.dtype = torch.uint8
         self._cache: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-        self.reads = 0  # blocks read from the store, for benchmarks and tests
+        self._pending: dict[tuple[int, int], Future[np.ndarray]] = {}
+        # prefetched and not yet drawn, by prefetch generation; and those on their way there
+        self._staged: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
+        self._prefetching: dict[tuple[int, int], int] = {}
+        self._generation = 0
+        self._lock = threading.RLock()  # a done-callback may run in the thread that holds it
+        self._pool: ThreadPoolExecutor | None = None
+        self.reads = 0  # blocks read from the store (prefetched or not), for benchmarks and tests
+        self.misses = 0  # blocks a batch found neither cached nor on their way (it waited for them)
 
     def __len__(self) -> int:
         return self.shape[0]
 
     @property
     def cached_bytes(self) -> int:
-        return sum(block.nbytes for block in self._cache.values())
+        """Bytes held: the cache (at most its budget) and staged prefetches (two batches)."""
+        with self._lock:
+            return (sum(block.nbytes for block in self._cache.values())
+                    + sum(block.nbytes for _, block in self._staged.values()))
 
-    def __getitem__(self, index: torch.Tensor | np.ndarray) -> torch.Tensor:
+    def _keys(self, index: torch.Tensor | np.ndarray) -> tuple[tuple[int, ...], np.ndarray,
+                                                               list[tuple[int, int]]]:
+        """The index's shape, each frame's offset in its episode, and its (episode, block)."""
         idx = index.numpy() if isinstance(index, torch.Tensor) else np.asarray(index)
         if idx.dtype == bool:
             idx = np.flatnonzero(idx)
@@ -56,36 +76,97 @@ class StreamedFrames:
             raise IndexError(f"frame index out of range 0..{len(self) - 1}")
         episode = np.searchsorted(self.ends, flat, side="right")
         offset = flat - self.starts[episode]
-        keys = list(zip(episode.tolist(), (offset // BLOCK).tolist(), strict=True))
+        return idx.shape, offset, list(zip(episode.tolist(), (offset // BLOCK).tolist(), strict=True))
+
+    def __getitem__(self, index: torch.Tensor | np.ndarray) -> torch.Tensor:
+        shape, offset, keys = self._keys(index)
         blocks = self._blocks(set(keys))
-        out = np.empty((len(flat), *self.shape[1:]), np.uint8)
+        out = np.empty((len(keys), *self.shape[1:]), np.uint8)
         for row, (key, off) in enumerate(zip(keys, offset.tolist(), strict=True)):
             out[row] = blocks[key][off - key[1] * BLOCK]
-        return torch.from_numpy(out.reshape(*idx.shape, *self.shape[1:]))
+        return torch.from_numpy(out.reshape(*shape, *self.shape[1:]))
+
+    def prefetch(self, index: torch.Tensor | np.ndarray) -> None:
+        """Start reading the blocks `index` needs that are not held or on their way. They are
+        staged apart from the LRU cache until a batch takes them, so a small cache cannot drop
+        them first (blocks already cached are staged too). Staged blocks of the prefetch before
+        the previous one that no batch took join the cache: the previous prefetch's may still
+        be waiting for the batch being drawn (a stage prefetches the next step before it reads
+        its own frames)."""
+        with self._lock:
+            self._generation += 1
+            generation = self._generation
+            for key in [k for k, (g, _) in self._staged.items() if g < generation - 1]:
+                self._keep(key, self._staged.pop(key)[1])
+            coming: set[tuple[int, int]] = set()
+            for key in set(self._keys(index)[2]):
+                if key in self._staged:  # the batch before wants it too: now both do
+                    self._staged[key] = (generation, self._staged[key][1])
+                elif key in self._cache:  # staged, so the cache cannot drop it before its batch
+                    self._staged[key] = (generation, self._cache.pop(key))
+                elif key in self._pending:
+                    if key in self._prefetching:
+                        self._prefetching[key] = generation
+                else:
+                    coming.add(key)
+            self._prefetching.update({key: generation for key in coming})
+            self._start(coming)
+
+    def _start(self, keys: set[tuple[int, int]]) -> None:
+        """Submit reads of `keys` (caller holds the lock); each lands when done."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(READERS, thread_name_prefix="frames")
+        for key in sorted(keys):
+            future = self._pool.submit(self._read_block, key)
+            self._pending[key] = future
+            future.add_done_callback(partial(self._landed, key))
+
+    def _landed(self, key: tuple[int, int], future: Future[np.ndarray]) -> None:
+        with self._lock:
+            if self._pending.get(key) is future:
+                del self._pending[key]
+            if future.exception() is not None:  # read again (and raised) when a batch draws it
+                return
+            if key in self._prefetching:
+                self._staged[key] = (self._prefetching.pop(key), future.result())
+            else:
+                self._keep(key, future.result())
+
+    def _keep(self, key: tuple[int, int], block: np.ndarray) -> None:
+        """Into the LRU cache, dropping the least recently used beyond its capacity."""
+        self._cache[key] = block
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.capacity:
+            self._cache.popitem(last=False)
 
     def _blocks(self, wanted: set[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
-        """The wanted blocks: cached ones, the rest read (concurrently) and cached."""
+        """The wanted blocks: cached or staged ones, those on their way, the rest read now
+        (concurrently)."""
         with self._lock:
             found = {key: self._cache[key] for key in wanted if key in self._cache}
             for key in found:
                 self._cache.move_to_end(key)
-        missing = sorted(wanted - found.keys())
-        if missing:
-            with ThreadPoolExecutor(min(READERS, len(missing))) as pool:
-                found.update(zip(missing, pool.map(self._read_block, missing), strict=True))
-            with self._lock:
-                for key in missing:
-                    self._cache[key] = found[key]
-                while len(self._cache) > self.capacity:
-                    self._cache.popitem(last=False)
-                self.reads += len(missing)
+            for key in wanted & self._staged.keys():
+                generation, found[key] = self._staged[key]
+                if generation < self._generation:  # not wanted by a later prefetch: cache it
+                    del self._staged[key]
+                    self._keep(key, found[key])
+            missing = {key for key in wanted if key not in found and key not in self._pending}
+            self.misses += len(missing)
+            self._start(missing)
+            coming = {key: self._pending[key] for key in wanted if key not in found}
+        for key, future in coming.items():
+            found[key] = future.result()  # a read error surfaces here, in the step that needs it
         return found
 
     def _read_block(self, key: tuple[int, int]) -> np.ndarray:
         episode, block = key
         length = int(self.ends[episode] - self.starts[episode])
         start, stop = block * BLOCK, min(length, (block + 1) * BLOCK)
-        return self._stack(self.store.window(episode, start, stop, self.cameras))
+        block_frames = self._stack(self.store.window(episode, start, stop, self.cameras))
+        with self._lock:
+            self.reads += 1
+        return block_frames
 
     def _stack(self, data: dict[str, np.ndarray]) -> np.ndarray:
         return np.stack([data[c] for c in self.cameras], 1)

@@ -68,7 +68,9 @@ class Replica:
 def shard_rng(seed: int, step: int, shard: int) -> TrainRNG:
     """The RNG of one shard of one step: a pure function of (seed, step, shard)."""
     state = np.random.SeedSequence([seed, step, shard]).generate_state(1, np.uint64)[0]
-    return TrainRNG.seeded(int(state >> np.uint64(1)))  # torch seeds must fit in int64
+    rng = TrainRNG.seeded(int(state >> np.uint64(1)))  # torch seeds must fit in int64
+    rng.upcoming = lambda: shard_rng(seed, step + 1, shard).numpy  # for prefetching
+    return rng
 
 
 def shard_config(cfg: StageConfig, shards: int) -> StageConfig:

@@ -3,8 +3,10 @@ step, wall time and every RNG the trainer draws from."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,10 +29,19 @@ class TrainRNG:
 
     numpy: np.random.Generator
     noise: torch.Generator
+    # The numpy generator the next step starts from, when each step has its own (parallel.py);
+    # None: one stream for all steps.
+    upcoming: Callable[[], np.random.Generator] | None = None
 
     @classmethod
     def seeded(cls, seed: int) -> TrainRNG:
         return cls(np.random.default_rng(seed), torch.Generator().manual_seed(seed))
+
+    def next_numpy(self) -> np.random.Generator:
+        """A generator in the state the next step's numpy draws will start from, assuming this
+        step draws nothing more from `numpy`: for prefetching the next batch's frames. Drawing
+        from it leaves this RNG as it was."""
+        return self.upcoming() if self.upcoming is not None else copy.deepcopy(self.numpy)
 
     def randn(self, *shape: int, device: torch.device) -> torch.Tensor:
         return torch.randn(*shape, generator=self.noise).to(device)

@@ -111,3 +111,52 @@ def test_streams_frames_from_s3(s3_env: S3Bucket, tmp_path) -> None:
     idx = torch.from_numpy(np.random.default_rng(1).integers(0, 80, (6, 5)))
     assert torch.equal(streamed.frames[idx], local.frames[idx])
     assert streamed.data_hash() == local.data_hash()
+
+
+def test_the_next_steps_draws_are_predicted_for_prefetching() -> None:
+    from sim_model.train.parallel import shard_rng
+    from sim_model.train.state import TrainRNG
+
+    rng = TrainRNG.seeded(0)
+    rng.numpy.integers(0, 100, 8)  # this step's draw
+    predicted = rng.next_numpy().integers(0, 100, 8)
+    assert np.array_equal(predicted, rng.numpy.integers(0, 100, 8))  # one stream: a copy
+    shard = shard_rng(3, 5, 1)
+    assert np.array_equal(shard.next_numpy().integers(0, 100, 8),
+                          shard_rng(3, 6, 1).numpy.integers(0, 100, 8))  # per step: the next step's own
+
+
+def test_a_step_finds_its_frames_prefetched_by_the_step_before(moving_squares_store) -> None:
+    import time
+
+    from sim_model.nn.world import WorldModelNet
+    from sim_model.normalize import Normalizer
+    from sim_model.train.autoencoder import autoencoder_task
+    from sim_model.train.config import StageConfig
+    from sim_model.train.state import TrainRNG
+    from sim_model.world_model import WorldModel
+
+    # A cache of one block: prefetched blocks must wait for their batch outside the LRU cache
+    # (the stage prefetches the next step before it reads its own frames).
+    data = TrainingData.from_store(moving_squares_store, cache_mb=BLOCK * FRAME / 2**20)
+    frames = data.frames
+    assert isinstance(frames, StreamedFrames) and frames.capacity == 1
+    model = WorldModel.random(data.features, preset="tiny", seed=0)
+    train, val = data.split(0.1, 0)
+    cfg = StageConfig(batch_size=8, val_batches=1)
+    task = autoencoder_task(model.net, train, val, cfg, Normalizer(model.config.normalization, torch.device("cpu")),
+                            torch.device("cpu"), 1, seed=0)
+    rng = TrainRNG.seeded(0)
+
+    def settle() -> None:
+        deadline = time.monotonic() + 10
+        while frames._pending and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    task.loss(0, 0.0, rng)  # reads its own frames, starts reading step 1's
+    settle()
+    for step in (1, 2, 3):
+        before = frames.misses
+        task.loss(step, 0.0, rng)
+        assert frames.misses == before, f"step {step} had to read frames itself"
+        settle()
