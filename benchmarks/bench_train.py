@@ -32,8 +32,10 @@ import numpy as np
 EPISODE_FRAMES = 50
 
 
-def make_store(path: Path, episodes: int, resolution: int) -> None:
-    """A store of `episodes` x 50 frames: a bright square random-walking on a dark floor."""
+def make_store(path: Path, episodes: int, resolution: int, length: int = EPISODE_FRAMES,
+               half: int = 4) -> None:
+    """A store of `episodes` x `length` frames: a bright square (2 x `half` pixels wide)
+    random-walking on a dark floor."""
     from pipeline.pusht.features import pusht_features
     from schemas import EpisodeMeta
     from sim_model.data.episode import Episode
@@ -44,14 +46,14 @@ def make_store(path: Path, episodes: int, resolution: int) -> None:
     rng = np.random.default_rng(0)
     yy, xx = np.mgrid[0:resolution, 0:resolution]
     for index in range(episodes):
-        pos = np.clip(resolution / 2 + np.cumsum(rng.normal(0, 2, (EPISODE_FRAMES, 2)), 0), 4,
-                      resolution - 4).astype(np.float32)
-        frames = np.full((EPISODE_FRAMES, resolution, resolution, 3), 30, np.uint8)
-        for t in range(EPISODE_FRAMES):
-            frames[t][(abs(xx - pos[t, 0]) < 4) & (abs(yy - pos[t, 1]) < 4)] = (230, 180, 40)
+        pos = np.clip(resolution / 2 + np.cumsum(rng.normal(0, 2, (length, 2)), 0), half,
+                      resolution - half).astype(np.float32)
+        frames = np.full((length, resolution, resolution, 3), 30, np.uint8)
+        for t in range(length):
+            frames[t][(abs(xx - pos[t, 0]) < half) & (abs(yy - pos[t, 1]) < half)] = (230, 180, 40)
         action = pos * 512 / resolution
-        extras = {e.name: np.zeros((EPISODE_FRAMES, *e.shape), e.dtype) for e in features.extras}
-        meta = EpisodeMeta(episode_id=f"bench-{index:04d}", length=EPISODE_FRAMES, source="scripted:bench",
+        extras = {e.name: np.zeros((length, *e.shape), e.dtype) for e in features.extras}
+        meta = EpisodeMeta(episode_id=f"bench-{index:04d}", length=length, source="scripted:bench",
                            fps=features.fps)
         store.append(Episode(frames={"top": frames}, action=action, meta=meta, state=action.copy(),
                              extras=extras))

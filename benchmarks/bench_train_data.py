@@ -31,32 +31,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_train import make_store  # the same synthetic store (this script's folder is on sys.path)
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def make_store(path: Path, episodes: int, frames: int, resolution: int) -> None:
-    from pipeline.pusht.features import pusht_features
-    from schemas import EpisodeMeta
-    from sim_model.data.episode import Episode
-    from sim_model.data.store import EpisodeStore
-
-    features = pusht_features(resolution)
-    store = EpisodeStore.create(path, features)
-    rng = np.random.default_rng(0)
-    yy, xx = np.mgrid[0:resolution, 0:resolution]
-    for index in range(episodes):
-        pos = np.clip(resolution / 2 + np.cumsum(rng.normal(0, 2, (frames, 2)), 0), 6,
-                      resolution - 6).astype(np.float32)
-        images = np.full((frames, resolution, resolution, 3), 30, np.uint8)
-        for t in range(frames):
-            images[t][(abs(xx - pos[t, 0]) < 6) & (abs(yy - pos[t, 1]) < 6)] = (230, 180, 40)
-        action = pos * 512 / resolution
-        extras = {e.name: np.zeros((frames, *e.shape), e.dtype) for e in features.extras}
-        meta = EpisodeMeta(episode_id=f"bench-{index:04d}", length=frames, source="scripted:bench",
-                           fps=features.fps)
-        store.append(Episode(frames={"top": images}, action=action, meta=meta, state=action.copy(),
-                             extras=extras))
 
 
 def measure(store: str, cache_mb: float | None, prefetch: bool, batch: int, window: int, draws: int,
@@ -130,7 +107,7 @@ def main() -> None:
         store = args.store or Path(tmp) / "paper.zarr"
         if not store.exists():
             started = time.perf_counter()
-            make_store(store, args.episodes, args.frames, args.resolution)
+            make_store(store, args.episodes, args.resolution, length=args.frames, half=6)
             print(f"wrote {store} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         rows = []
         modes = [(None, False)] + [(c, p) for c in args.cache_mb for p in (False, True)]

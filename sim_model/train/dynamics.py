@@ -27,7 +27,6 @@ from sim_model.nn.sampler import noisy
 from sim_model.nn.world import WorldModelNet, to_images
 from sim_model.normalize import Normalizer
 from sim_model.train.common import (
-    batch_images,
     decoder_times,
     foreground_cells,
     median_background,
@@ -98,19 +97,20 @@ class LatentCache:
 
     def _fill(self, idx: np.ndarray, table: torch.Tensor) -> torch.Tensor:
         flat = np.ascontiguousarray(idx).reshape(-1)
-        missing = np.unique(flat[self.slot[flat] < 0])
+        missing = self.uncached(flat)
         if len(missing):
-            rows = self._rows_for(len(missing), keep=set(self.slot[flat][self.slot[flat] >= 0].tolist()))
+            held = self.slot[flat]
+            rows = self._rows_for(len(missing), keep=set(held[held >= 0].tolist()))
+            frames = self.data.frames[torch.from_numpy(missing)]  # read once: latents and cells
             with torch.no_grad():
-                z = self.net.encode(batch_images(self.data, missing, self.device))
+                z = self.net.encode(to_images(frames.to(self.device)))
             gone = self.owner[rows]
             self.slot[gone[gone >= 0]] = -1
             self.owner[rows], self.slot[missing] = missing, rows
             rows_t = torch.from_numpy(rows)
             self.z[rows_t] = z.float().cpu()
             if self.background is not None:
-                self.fg[rows_t] = foreground_cells(self.data.frames[torch.from_numpy(missing)],
-                                                   self.background, z.shape[-1])
+                self.fg[rows_t] = foreground_cells(frames, self.background, z.shape[-1])
         return table[torch.from_numpy(self.slot[flat])].reshape(*idx.shape, *table.shape[1:]).to(self.device)
 
     def _rows_for(self, count: int, keep: set[int]) -> np.ndarray:

@@ -43,7 +43,6 @@ class StreamedFrames:
         self.shape = (int(self.ends[-1]) if len(self.ends) else 0, len(cameras), first.height, first.width, 3)
         self.frame_bytes = int(np.prod(self.shape[1:]))
         self.capacity = max(1, cache_bytes // (BLOCK * self.frame_bytes))  # blocks
-        self.dtype = torch.uint8
         self._cache: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._pending: dict[tuple[int, int], Future[np.ndarray]] = {}
         # prefetched and not yet drawn, by prefetch generation; and those on their way there
