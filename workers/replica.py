@@ -5,6 +5,11 @@ It is a plain class with no Ray import: the driver makes each replica a Ray acto
 whichever replica is free, and rolls groups in-process with one while Ray starts. One call is one
 *group*: the JSON list of EpisodeSpecs that always roll together, so a retried group replays
 exactly the same batch and writes byte-identical episodes.
+
+A Ray replica writes each group's part of the datasets *behind* its rolling (`write_behind`): the
+call returns once the group's episodes are committed, and the part is written on a thread of the
+replica while the next group rolls. At most one part is in flight; the next group's part, and
+`flush` (which the driver calls before it assembles the datasets), wait for it.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from schemas import EpisodeMeta, EpisodeRecord, EpisodeSpec, JobSpec, SpecError
@@ -42,10 +48,13 @@ class WorldModelReplica:
     """One model replica. `roll_json` maps a group to the records of its episodes."""
 
     def __init__(self, job: str, out: str, model: WorldModel | None = None,
-                 scorer: Scorer | None = None) -> None:
+                 scorer: Scorer | None = None, write_behind: bool = False) -> None:
         self.job = JobSpec.model_validate_json(job)
         self.out = out
         self.abandon: Callable[[], bool] | None = None  # polled every step; True: closed_loop.GroupAbandoned
+        # write_behind: each group's part is written on a thread while the next group rolls.
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="iws-part") if write_behind else None
+        self._writing: Future[None] | None = None  # the part in flight
         # A user error (bad checkpoint, policy, scorer) is reported as a value, not raised: Ray
         # wraps exceptions in its own types and keeps only their text.
         self.error = ""
@@ -90,6 +99,20 @@ class WorldModelReplica:
         except SpecError as error:
             return [], str(error)
 
+    def flush(self) -> str:
+        """Wait for the part in flight; "" once it is written, else the user error that stopped
+        it (other errors are raised, as from `roll_json`)."""
+        try:
+            self._wait_for_part()
+            return ""
+        except SpecError as error:
+            return str(error)
+
+    def _wait_for_part(self) -> None:
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
+
     def roll_group(self, specs: list[EpisodeSpec]) -> list[EpisodeRecord]:
         """Roll a group in lockstep and commit every episode not committed yet, then write the
         group's part of the datasets (workers/parts.py) unless it is current, and release the
@@ -98,7 +121,7 @@ class WorldModelReplica:
         existing = [read_commit(self.out, s.episode_id) for s in specs]
         if all(r is not None for r in existing):
             records = [r for r in existing if r is not None]
-            self._finish_part(specs, records, None)
+            self._part(specs, records, None)
             return records
         start = time.perf_counter()
         policy = GroupActions(self.sources, self.wm.features.action_dim)
@@ -115,10 +138,20 @@ class WorldModelReplica:
                                        success=success)
             records.append(record)
             episodes.append(episode)
-        self._finish_part(specs, records, episodes)
+        self._part(specs, records, episodes)
         log.debug("group %s..%s: %d episodes x %d steps in %.2fs", specs[0].episode_id,
                   specs[-1].episode_id, len(specs), specs[0].horizon, time.perf_counter() - start)
         return records
+
+    def _part(self, specs: list[EpisodeSpec], records: list[EpisodeRecord],
+              rolled: list[Episode] | None) -> None:
+        """Have the group's part written: now, or (write_behind) on the writer thread once the
+        part before it is written."""
+        self._wait_for_part()
+        if self._writer is None:
+            self._finish_part(specs, records, rolled)
+        else:
+            self._writing = self._writer.submit(self._finish_part, specs, records, rolled)
 
     def _finish_part(self, specs: list[EpisodeSpec], records: list[EpisodeRecord],
                      rolled: list[Episode] | None) -> None:

@@ -13,9 +13,11 @@ an error line on every run (ray-project/ray#57733). Resume rests on our commit m
 While an embedded Ray starts (6-14 s on a small machine) the driver, which loaded the model in
 preflight, rolls groups itself until the first replica is ready; see `LeadReplica`.
 
-A replica takes one group at a time. Two at once (a threaded actor storing one group while the
-next rolls) was measured twice on the 2-core machine and gained nothing there
-(benchmarks/results/generate.md); it may pay on GPU replicas, whose CPU is idle while they roll.
+A replica rolls one group at a time and writes the group's part of the datasets behind its rolling,
+on a thread, while the next group rolls (`WorldModelReplica(write_behind=True)`); a replica with
+no group left is asked to `flush`, and the loop ends when every part is written. If the loop ends
+any other way (Ctrl-C, a stop, an error), the replicas are killed and awaited, so no part written
+behind lands after the driver has stopped owning the output.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ log = logging.getLogger(__name__)
 WAIT_S = 0.1  # how often the loop looks at the lead replica between Ray results
 SIGNAL_WAIT_S = 0.5  # the longest the loop waits on Ray before it lets Python handle signals
 LEAD_EXIT_WAIT_S = 1.0  # how long an interrupted run waits for its lead replica to stop
+STOP_WAIT_S = 5.0  # how long an ended run waits for its killed replicas to be gone
 
 
 def connect(address: str | None) -> bool:
@@ -234,9 +237,22 @@ def _dispatch(spec: JobSpec, queue: collections.deque[list[EpisodeSpec]], lead: 
         max_restarts=-1, max_task_retries=-1)  # a killed replica restarts and reruns its group
     count = min(spec.replicas, len(queue))
     job = spec.model_dump_json()
-    replicas: list[Any] = [actor.remote(job, spec.output.path, None, scorer)  # handles
+    replicas: list[Any] = [actor.remote(job, spec.output.path, None, scorer, True)  # handles
                            for _ in range(count)]
+    try:
+        _feed(replicas, queue, lead, on_record)
+    except BaseException:
+        _stop(replicas)
+        raise
+
+
+def _feed(replicas: list[Any], queue: collections.deque[list[EpisodeSpec]], lead: LeadReplica | None,
+          on_record: Callable[[EpisodeRecord], None]) -> None:
+    """Hand each free replica the next group until none is left, then have each flush."""
+    import ray
+
     running: dict[Any, Any] = {r.ready.remote(): r for r in replicas}  # ref -> replica
+    flushes: set[Any] = set()  # refs of flush() calls
     while running or (lead is not None and (lead.busy or lead.done)):
         leading = lead is not None and lead.busy
         if running:
@@ -254,12 +270,32 @@ def _dispatch(spec: JobSpec, queue: collections.deque[list[EpisodeSpec]], lead: 
         for ref in refs:
             replica = running.pop(ref)
             result = ray.get(ref)
-            if isinstance(result, str):  # the ready() answer: "" or the replica's setup error
+            if isinstance(result, str):  # ready() or flush(): "" or the replica's user error
                 if result:
                     raise SpecError(f"a replica reported: {result}")
+                if ref in flushes:  # this replica's parts are written: it is done
+                    flushes.discard(ref)
+                    continue
                 if lead is not None:
                     lead.stop.set()  # a replica is up: the driver stops taking groups
             else:
                 _deliver(result, on_record)
             if queue:
                 running[replica.roll_json.remote(_group_json(queue.popleft()))] = replica
+            elif not isinstance(result, str):  # no group left: write the last part
+                flush = replica.flush.remote()
+                running[flush] = replica
+                flushes.add(flush)
+
+
+def _stop(replicas: list[Any]) -> None:
+    """Kill the replicas and wait until Ray reports them gone (at most STOP_WAIT_S): a part a
+    replica was writing behind its rolling must not land once the driver has stopped owning the
+    output (its files are idempotent and its record is written last, so a part cut short is
+    simply made again by the next run)."""
+    import ray
+
+    for replica in replicas:
+        ray.kill(replica, no_restart=True)
+    gone = [replica.ready.remote() for replica in replicas]
+    ray.wait(gone, num_returns=len(gone), timeout=STOP_WAIT_S)

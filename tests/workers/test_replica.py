@@ -71,6 +71,21 @@ def test_a_rerolled_group_is_byte_identical_and_committed_work_is_kept(replica_j
         [batches[1][0].episode_id]
 
 
+def test_a_write_behind_replica_writes_each_part_before_the_next_and_on_flush(replica_job) -> None:
+    """A Ray replica's parts are written on a thread behind its rolling: at most one in flight
+    (the next group waits for it), the last one written by flush()."""
+    replica, batches = replica_job
+    behind = WorldModelReplica(replica.job.model_dump_json(), replica.out, replica.wm, write_behind=True)
+    shard = Path(replica.out, "dataset", "shards")
+    first = behind.roll_group(batches[0])
+    assert behind._writing is not None, "the part is left to the writer thread"
+    second = behind.roll_group(batches[1])
+    assert EpisodeStore.open(shard / "00000000.zarr").episode(1).checksum() == first[1].checksum
+    assert behind.flush() == "" and behind._writing is None
+    assert EpisodeStore.open(shard / f"{batches[1][0].index:08d}.zarr").episode(0).checksum() == second[0].checksum
+    assert behind.flush() == "", "nothing in flight: flush returns at once"
+
+
 def test_writer_clears_leftovers_of_killed_writers(replica_job) -> None:
     replica, batches = replica_job
     target = episode_uri(replica.out, batches[2][0].episode_id)

@@ -139,6 +139,35 @@ def test_interrupted_run_resumes_to_byte_identical_episodes(tmp_path: Path, ray_
     assert len(open_dataset(out / "dataset")) == EPISODES
 
 
+def files_under(out: Path) -> dict[str, int]:
+    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+
+
+def test_nothing_is_written_once_an_interrupted_run_has_returned(tmp_path: Path, ray_cluster,
+                                                                 tiny_checkpoint: Path) -> None:
+    """Replicas write each group's part behind their rolling (workers/replica.py); an interrupted
+    run stops them before it returns, so no part, shard or commit marker lands afterwards (a
+    user, or a second run, may be working on the output by then), and a rerun finishes the job."""
+    out = tmp_path / "out"
+    job = job_dict(tiny_checkpoint, {"images": [str(p) for p in _images(tmp_path)]}, out, episodes=EPISODES,
+                   replicas=2, output={"path": str(out), "formats": ["zarr", "lerobot"]})
+    spec = load_job(write_job(tmp_path / "job.yaml", job))
+
+    def interrupt(progress: Progress) -> None:
+        if progress.done >= 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_job(spec, on_progress=interrupt)
+    returned = files_under(out)
+    time.sleep(3)  # a part write takes a fraction of a second here
+    assert files_under(out) == returned, "written after the interrupted run returned"
+    assert len(marker_times(out)) < EPISODES
+
+    manifest = run_job(spec)
+    assert manifest.episodes_committed == EPISODES and len(open_dataset(out / "dataset")) == EPISODES
+
+
 def test_driver_sigkilled_mid_job_resumes_to_byte_identical_episodes(tmp_path: Path, ray_cluster,
                                                                      tiny_checkpoint: Path) -> None:
     """The driver process SIGKILLed mid-job (no handler, no `finally`, its lease left behind),
