@@ -116,8 +116,9 @@ class WorldModelReplica:
     def roll_group(self, specs: list[EpisodeSpec]) -> list[EpisodeRecord]:
         """Roll a group in lockstep and commit every episode not committed yet, then write the
         group's part of the datasets (workers/parts.py) unless it is current, and release the
-        episodes' own stores. A group whose episodes are all committed is not rolled again: its
-        part, if missing, is made from the stored episodes."""
+        episodes' own stores (with write_behind: on the writer thread, after this returns). A
+        group whose episodes are all committed is not rolled again: its part, if missing, is made
+        from the stored episodes."""
         existing = [read_commit(self.out, s.episode_id) for s in specs]
         if all(r is not None for r in existing):
             records = [r for r in existing if r is not None]
