@@ -27,7 +27,9 @@ class _OpLog(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        shapes = tuple(tuple(t.shape) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
+        shapes = tuple(
+            tuple(t.shape) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)
+        )
         self.ops.append((str(func), shapes))
         return func(*args, **kwargs)
 
@@ -57,5 +59,7 @@ def test_1000_step_rollout_is_flat_and_finite() -> None:
     assert [t.data_ptr() for kv in wm._window.context() for t in kv] == buffers  # written in place
     assert any("attention" in name for name, _ in logs[999])  # the log sees the context attention
     grown = [(a, b) for a, b in zip(logs[100], logs[999], strict=False) if a != b]
-    assert len(logs[999]) == len(logs[100]) and not grown, f"step 999 does more work than step 100: {grown[:3]}"
+    assert len(logs[999]) == len(logs[100]) and not grown, (
+        f"step 999 does more work than step 100: {grown[:3]}"
+    )
     assert rss_1000 - rss_100 < 20 * 2**20, f"memory grew by {(rss_1000 - rss_100) / 2**20:.1f} MiB"
