@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +58,9 @@ RESAMPLES = 2000
 # A probe "shows the T" when it finds T-coloured pixels covering half to twice the T's area
 # (a melted or smeared T spreads past that; a vanished one falls under it).
 T_VISIBLE_AREAS = (0.5, 2.0)
+
+# (arm name, checkpoint) -> the model that arm is scored with
+Loader = Callable[[str, str], WorldModel]
 
 
 class Interval(BaseModel):
@@ -312,9 +315,9 @@ def is_frozen(guard: list[GuardScore]) -> bool:
 
 
 def score_arm(name: str, checkpoint: str, store: EpisodeStore, episodes: list[int],
-              args: argparse.Namespace) -> ArmScore:
+              args: argparse.Namespace, load: Loader) -> ArmScore:
     """Every measure but the paired gain and the verdict, which need the control."""
-    model = WorldModel.load(checkpoint, device=args.device)
+    model = load(name, checkpoint)
     clock = time.perf_counter()
     # Every episode's whole rollout comes back as a "video": the pose and guard checks need
     # model frames at their horizons (24 x 200 frames at 96 x 96 x 2 sides: ~270 MB).
@@ -457,14 +460,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SpecError, UserError) as error:
         log.error("%s", error)
         return 2
-    text = markdown(report)
-    write_text(f"{args.out}.md", text)
-    write_text(f"{args.out}.json", report.model_dump_json(indent=2))
-    print(text)
+    write_report(report, args.out)
     return 0
 
 
-def score_ablation(args: argparse.Namespace) -> AblationReport:
+def write_report(report: AblationReport, out: str) -> None:
+    """OUT.md and OUT.json; the table is also printed."""
+    text = markdown(report)
+    write_text(f"{out}.md", text)
+    write_text(f"{out}.json", report.model_dump_json(indent=2))
+    print(text)
+
+
+def score_ablation(args: argparse.Namespace, load: Loader | None = None) -> AblationReport:
+    """`load` builds each arm's model (default: its checkpoint as saved); an arm reused from
+    --reuse must have the same name and the same weights."""
+    load = load or (lambda name, path: WorldModel.load(path, device=args.device))
     arms = [parse_arm(a) for a in args.arm]
     if len({n for n, _ in arms}) != len(arms):
         raise SpecError(f"--arm names must be unique, got {[n for n, _ in arms]}.")
@@ -476,7 +487,8 @@ def score_ablation(args: argparse.Namespace) -> AblationReport:
     episodes = list(range(min(args.episodes, len(store))))
     earlier = {name: arm for path in args.reuse
                for name, arm in reusable_arms(path, args.data, episodes, args.seed).items()}
-    scores = [reuse_or_score(earlier.get(name), name, path, store, episodes, args) for name, path in arms]
+    scores = [reuse_or_score(earlier.get(name), name, path, store, episodes, args, load)
+              for name, path in arms]
     names = [a.name for a in scores]
     control_name = args.control or names[0]
     if control_name not in names:
@@ -505,12 +517,12 @@ def reusable_arms(path: str, data: str, episodes: list[int], seed: int) -> dict[
 
 
 def reuse_or_score(earlier: ArmScore | None, name: str, path: str, store: EpisodeStore,
-                   episodes: list[int], args: argparse.Namespace) -> ArmScore:
+                   episodes: list[int], args: argparse.Namespace, load: Loader) -> ArmScore:
     if earlier is not None and earlier.checkpoint_hash == WorldModel.load(path).checkpoint_hash:
         log.info("%s: reusing its earlier scores (same checkpoint %s)", name, earlier.checkpoint_hash)
         earlier.frozen = is_frozen(earlier.guard)
         return earlier
-    return score_arm(name, path, store, episodes, args)
+    return score_arm(name, path, store, episodes, args, load)
 
 
 if __name__ == "__main__":
