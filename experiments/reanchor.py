@@ -1,7 +1,7 @@
 """Inference-time re-anchoring: put the decoded frame, re-encoded, back into the latent loop.
 
 A rollout stays in latent space: each step's predicted latent is the next step's context. Its
-errors therefore accumulate off the encoder's manifold. Re-anchoring replaces, every EVERY steps,
+errors may accumulate off the encoder's manifold. Re-anchoring replaces, every EVERY steps,
 the newest latent by encode(the frame just decoded from it) — optionally after snapping every
 pixel to PushT's palette, which turns a blurred T back into crisp T-coloured pixels. It costs one
 encoder pass (0.14 M parameters) per re-anchored step and needs no training; this scores whether
@@ -14,8 +14,10 @@ measures and paired intervals:
         --threads 1 --reuse experiments/results/ablations_round12.json \
         --out experiments/results/reanchor
 
-The control arm is the checkpoint rolled out as it is; with --reuse it is taken from an earlier
-report that scored the same checkpoint under the same name.
+The control arm is the checkpoint rolled out as it is; with --reuse an arm is taken from an
+earlier report that scored the same checkpoint under the same name, so a name must always mean
+the same variant. Results on v1.5: docs/models/pusht.md, "Round 13" (no setting replicated on the
+report episodes, so WorldModel does not re-anchor).
 """
 
 from __future__ import annotations
