@@ -38,8 +38,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 WAIT_S = 0.1  # how often the loop looks at the lead replica between Ray results
 SIGNAL_WAIT_S = 0.5  # the longest the loop waits on Ray before it lets Python handle signals
-LEAD_EXIT_WAIT_S = 1.0  # how long an interrupted run waits for its lead replica to stop
-STOP_WAIT_S = 5.0  # how long an ended run waits for its killed replicas to be gone
+# Upper bounds: each wait ends as soon as the lead has stopped / the replicas are gone. A lead
+# that is writing a part finishes it first (it cannot abandon one half way), which on a loaded
+# 2-core machine took over a second (CI: a shard landed after a 1 s wait had returned). A stop
+# is turned into SIGKILL after a few seconds anyway (RAY_JOB_STOP_WAIT_TIME_S).
+LEAD_EXIT_WAIT_S = 10.0  # how long an interrupted run waits for its lead replica to stop
+STOP_WAIT_S = 15.0  # how long an ended run waits for its killed replicas to be gone
 
 
 def connect(address: str | None) -> bool:
