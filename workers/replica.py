@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -87,6 +88,13 @@ class WorldModelReplica:
     def ready(self) -> str:
         """"" once the model is loaded, else the user error that stopped it (bad checkpoint...)."""
         return self.error
+
+    def process(self) -> tuple[str, int]:
+        """(Ray node id, process id) of this replica: a driver that kills it waits for the
+        process itself to be gone (pipeline/generate/ray_exec.py)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), os.getpid()
 
     def roll_json(self, group: str) -> tuple[list[str], str]:
         """Group JSON (a list of EpisodeSpecs) -> (EpisodeRecord JSONs, ""); on a user error

@@ -243,10 +243,13 @@ def _dispatch(spec: JobSpec, queue: collections.deque[list[EpisodeSpec]], lead: 
     job = spec.model_dump_json()
     replicas: list[Any] = [actor.remote(job, spec.output.path, None, scorer, True)  # handles
                            for _ in range(count)]
+    # Asked before any group: a replica's calls run in order, so one that has not answered
+    # this has not started rolling (and has written nothing) yet.
+    processes = [replica.process.remote() for replica in replicas]
     try:
         _feed(replicas, queue, lead, on_record)
     except BaseException:
-        _stop(replicas)
+        _stop(replicas, processes)
         raise
 
 
@@ -292,14 +295,53 @@ def _feed(replicas: list[Any], queue: collections.deque[list[EpisodeSpec]], lead
                 flushes.add(flush)
 
 
-def _stop(replicas: list[Any]) -> None:
-    """Kill the replicas and wait until Ray reports them gone (at most STOP_WAIT_S): a part a
-    replica was writing behind its rolling must not land once the driver has stopped owning the
-    output (its files are idempotent and its record is written last, so a part cut short is
-    simply made again by the next run)."""
+def _stop(replicas: list[Any], processes: list[Any]) -> None:
+    """Kill the replicas and wait until they are gone (at most STOP_WAIT_S): a part a replica
+    was writing behind its rolling must not land once the driver has stopped owning the output
+    (its files are idempotent and its record is written last, so a part cut short is simply made
+    again by the next run). Ray reports a killed actor dead a moment before its process has
+    exited (CI saw a part's files land after that), so a replica on this node is awaited by its
+    process id; one on another node, by Ray's report."""
+    import time
+
     import ray
 
+    known, _ = ray.wait(processes, num_returns=len(processes), timeout=0)
+    here = ray.get_runtime_context().get_node_id()
+    local = []
+    for ref in known:
+        try:
+            node, pid = ray.get(ref, timeout=0)
+        except Exception:  # noqa: BLE001 - a replica that died already answers with an error
+            continue
+        if node == here:
+            local.append(pid)
     for replica in replicas:
         ray.kill(replica, no_restart=True)
+    deadline = time.monotonic() + STOP_WAIT_S
     gone = [replica.ready.remote() for replica in replicas]
     ray.wait(gone, num_returns=len(gone), timeout=STOP_WAIT_S)
+    while local and time.monotonic() < deadline:
+        local = [pid for pid in local if not _exited(pid)]
+        if local:
+            time.sleep(WAIT_S / 2)
+    if local:
+        log.warning("replica processes %s still running %.0f s after they were killed",
+                    local, STOP_WAIT_S)
+
+
+def _exited(pid: int) -> bool:
+    """True once process `pid` has exited (a zombie not yet reaped by its parent has)."""
+    if os.path.isdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                return stat.read().rpartition(")")[2].split()[0] in ("Z", "X")
+        except FileNotFoundError:
+            return True
+    try:  # no /proc (macOS): ask the kernel whether the id is still taken
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

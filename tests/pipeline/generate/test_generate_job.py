@@ -168,6 +168,27 @@ def test_nothing_is_written_once_an_interrupted_run_has_returned(tmp_path: Path,
     assert manifest.episodes_committed == EPISODES and len(open_dataset(out / "dataset")) == EPISODES
 
 
+def test_a_killed_replica_counts_as_gone_only_once_its_process_has_exited() -> None:
+    """The interrupted run above waits for its killed replicas' processes, not only for Ray's
+    report (which CI saw come while a part's files were still being written); a zombie, exited
+    but not yet reaped by its parent, has exited."""
+    from pipeline.generate.ray_exec import _exited
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert not _exited(child.pid)
+        child.kill()
+        deadline = time.monotonic() + 10
+        while not _exited(child.pid) and time.monotonic() < deadline:  # a zombie until waited for
+            time.sleep(0.01)
+        assert _exited(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    assert _exited(child.pid)
+    assert not _exited(os.getpid())
+
+
 def test_driver_sigkilled_mid_job_resumes_to_byte_identical_episodes(tmp_path: Path, ray_cluster,
                                                                      tiny_checkpoint: Path) -> None:
     """The driver process SIGKILLed mid-job (no handler, no `finally`, its lease left behind),
