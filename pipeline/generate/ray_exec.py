@@ -16,8 +16,9 @@ preflight, rolls groups itself until the first replica is ready; see `LeadReplic
 A replica rolls one group at a time and writes the group's part of the datasets behind its rolling,
 on a thread, while the next group rolls (`WorldModelReplica(write_behind=True)`); a replica with
 no group left is asked to `flush`, and the loop ends when every part is written. If the loop ends
-any other way (Ctrl-C, a stop, an error), the replicas are killed and awaited, so no part written
-behind lands after the driver has stopped owning the output.
+any other way (Ctrl-C, a stop, an error), the replicas are killed and awaited (on this node, until
+their processes have exited), so no part written behind lands after the driver has stopped owning
+the output.
 """
 
 from __future__ import annotations
