@@ -217,7 +217,7 @@ def _owner(held: LeaseRecord | None) -> str:
 def _new_record(job: str, ttl_s: float) -> LeaseRecord:
     now = _now()
     return LeaseRecord(token=uuid.uuid4().hex, job=job, host=socket.gethostname(), pid=os.getpid(),
-                       machine=_machine(), process_start=_process_start(os.getpid()) or "",
+                       machine=_machine(), process_start=process_start(os.getpid()) or "",
                        started=_iso(now), expires=_iso(now + timedelta(seconds=ttl_s)), ttl_s=ttl_s)
 
 
@@ -226,7 +226,7 @@ def _owner_is_gone(held: LeaseRecord) -> bool:
     machine = _machine()
     if not machine or held.machine != machine:
         return False
-    start = _process_start(held.pid)
+    start = process_start(held.pid)
     return start is None or (bool(held.process_start) and start != held.process_start)
 
 
@@ -239,7 +239,7 @@ def _machine() -> str:
         return ""
 
 
-def _process_start(pid: int) -> str | None:
+def process_start(pid: int) -> str | None:
     """The process's start time in clock ticks since boot; None if it does not exist (or is a
     zombie), '' where /proc does not tell."""
     try:

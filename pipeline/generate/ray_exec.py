@@ -39,10 +39,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 WAIT_S = 0.1  # how often the loop looks at the lead replica between Ray results
 SIGNAL_WAIT_S = 0.5  # the longest the loop waits on Ray before it lets Python handle signals
-# Upper bounds: each wait ends as soon as the lead has stopped / the replicas are gone. A lead
-# that is writing a part finishes it first (it cannot abandon one half way), which on a loaded
-# 2-core machine took over a second (CI: a shard landed after a 1 s wait had returned). A stop
-# is turned into SIGKILL after a few seconds anyway (RAY_JOB_STOP_WAIT_TIME_S).
+# Upper bounds: each wait ends as soon as the lead has stopped / the replicas' processes have
+# exited. A lead that is writing a part finishes it first (it cannot abandon one half way), which
+# on a loaded 2-core machine can take seconds. A stop is turned into SIGKILL after a few seconds
+# anyway (RAY_JOB_STOP_WAIT_TIME_S).
 LEAD_EXIT_WAIT_S = 10.0  # how long an interrupted run waits for its lead replica to stop
 STOP_WAIT_S = 15.0  # how long an ended run waits for its killed replicas to be gone
 
@@ -332,17 +332,8 @@ def _stop(replicas: list[Any], processes: list[Any]) -> None:
 
 
 def _exited(pid: int) -> bool:
-    """True once process `pid` has exited (a zombie not yet reaped by its parent has)."""
-    if os.path.isdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                return stat.read().rpartition(")")[2].split()[0] in ("Z", "X")
-        except FileNotFoundError:
-            return True
-    try:  # no /proc (macOS): ask the kernel whether the id is still taken
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    """True once process `pid` has exited (a zombie not yet reaped by its parent has), or where
+    /proc does not tell (then Ray's report is all the driver has)."""
+    from workers.lease import process_start
+
+    return not process_start(pid)
