@@ -26,9 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.pusht.aimed import ALL as PRIMITIVES
 from pipeline.pusht.env import PushTSim, wrapped_pose
 from pipeline.pusht.features import pusht_features
-from pipeline.pusht.primitives import PRIMITIVES, Play, kept, moved_steps, play
+from pipeline.pusht.primitives import Play, kept, moved_steps, play
 from pipeline.tasks import collecting
 from schemas import EpisodeMeta, SpecError
 from sim_model.data.episode import Episode
@@ -81,7 +82,7 @@ def make_episode(sim: PushTSim, config: CollectConfig, index: int) -> Episode:
     primitive = config.primitive(index)
     for attempt in range(MAX_ATTEMPTS):
         seed = config.attempt_seed(index, attempt)
-        record = play(sim, primitive, config.steps, seed)
+        record = play(sim, primitive, config.steps, seed, PRIMITIVES)
         if kept(primitive, record):
             return _to_episode(config, index, primitive, attempt, seed, record)
         log.debug("episode %d attempt %d (%s) rejected", index, attempt, primitive)

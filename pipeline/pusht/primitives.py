@@ -61,7 +61,7 @@ def _sample_contact(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return _EDGE_START[edge] + t * _EDGE_VEC[edge], _EDGE_NORMAL[edge]
 
 
-def _approach(sim: PushTSim, pose: np.ndarray, point: np.ndarray, normal: np.ndarray,
+def approach(sim: PushTSim, pose: np.ndarray, point: np.ndarray, normal: np.ndarray,
               ) -> tuple[np.ndarray, list[np.ndarray]] | None:
     """Pre-contact position (canvas) off local `point` along `normal`, and a path to it: clear
     of the T to a staging point further out on the normal, then straight in along it."""
@@ -98,7 +98,7 @@ def push(sim: PushTSim, rng: np.random.Generator) -> Primitive:
         if not (in_bounds(centre + direction * length, BLOCK_LOW, BLOCK_HIGH)
                 or direction @ inward > 0.5):
             continue
-        plan = _approach(sim, pose0, point, normal)
+        plan = approach(sim, pose0, point, normal)
         if plan is not None and in_bounds(plan[0] + direction * (GAP + length)):
             break
     else:
@@ -123,7 +123,7 @@ def rotate(sim: PushTSim, rng: np.random.Generator) -> Primitive:
         normal = np.array([0.0, 1.0 if face else -1.0])
         lever = point - T_COG  # torque of a push along -normal: lever x (-normal)
         turn = np.sign(lever[1] * normal[0] - lever[0] * normal[1]) * np.deg2rad(rng.uniform(25, 35))
-        plan = _approach(sim, pose0, point, normal)
+        plan = approach(sim, pose0, point, normal)
         if plan is not None:
             break
     else:
@@ -149,7 +149,7 @@ def contact(sim: PushTSim, rng: np.random.Generator) -> Primitive:
     pose0 = sim.last.block_pose
     for _ in range(PLAN_TRIES):
         point, normal = _sample_contact(rng)
-        plan = _approach(sim, pose0, point, normal)
+        plan = approach(sim, pose0, point, normal)
         if plan is not None:
             break
     else:
@@ -161,7 +161,7 @@ def contact(sim: PushTSim, rng: np.random.Generator) -> Primitive:
     yield from follow(start, [start + inward * (GAP + rng.uniform(8.0, 30.0))], rng.uniform(3.0, 8.0))
     yield from _hold(sim.last.agent.copy(), int(rng.integers(0, 3)))
     yield from _retreat(sim, -inward)
-    return _block_moved(pose0, sim.last.block_pose)
+    return block_moved(pose0, sim.last.block_pose)
 
 
 def roam(sim: PushTSim, rng: np.random.Generator) -> Primitive:
@@ -171,7 +171,7 @@ def roam(sim: PushTSim, rng: np.random.Generator) -> Primitive:
     for _ in range(int(rng.integers(1, 4))):
         yield from reposition(sim, rng)
         yield from _hold(sim.last.agent.copy(), int(rng.integers(0, 3)))
-    return not _block_moved(pose0, sim.last.block_pose)
+    return not block_moved(pose0, sim.last.block_pose)
 
 
 def reposition(sim: PushTSim, rng: np.random.Generator) -> Generator[np.ndarray, None, None]:
@@ -189,7 +189,7 @@ def reposition(sim: PushTSim, rng: np.random.Generator) -> Generator[np.ndarray,
     return None
 
 
-def _block_moved(before: np.ndarray, after: np.ndarray) -> bool:
+def block_moved(before: np.ndarray, after: np.ndarray) -> bool:
     return bool(moved_steps(np.stack([before, after]))[0])
 
 
@@ -222,13 +222,16 @@ class Play:
         return np.stack([obs.block_pose for obs in self.observations])
 
 
-def play(sim: PushTSim, primitive: str, steps: int, seed: int) -> Play:
-    """Reset to `seed` and chain instances of `primitive` until `steps` actions were taken."""
+def play(sim: PushTSim, primitive: str, steps: int, seed: int,
+         primitives: dict[str, Callable[[PushTSim, np.random.Generator], Primitive]] = PRIMITIVES,
+         ) -> Play:
+    """Reset to `seed` and chain instances of `primitive` (a name in `primitives`) until `steps`
+    actions were taken."""
     obs = sim.reset(seed)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))  # apart from gym's own stream
     record = Play([], [], [])
     while len(record.actions) < steps:
-        instance = PRIMITIVES[primitive](sim, rng)
+        instance = primitives[primitive](sim, rng)
         try:
             while len(record.actions) < steps:
                 # float32 before stepping, so that replaying the stored actions is exact.
