@@ -46,6 +46,16 @@ def test_scripted_motions_stay_in_range_and_move(motion: str) -> None:
     assert source.describe(0).startswith("scripted:")
 
 
+@pytest.mark.parametrize("motion", ["push", "waypoints", "sweep"])
+def test_scripted_motions_keep_acting_until_the_horizon(motion: str) -> None:
+    # One push lasts ~30 steps at this speed; the episode chains pushes instead of holding.
+    actions = run(make_action_source(ScriptedSource(motion=motion, speed=0.015), FEATURES),
+                  specs(4, horizon=100))
+    held = np.linalg.norm(np.diff(actions, axis=1), axis=-1) < 1e-6  # (B, T-1)
+    assert held.mean() < 0.05, held.mean(axis=1)
+    assert not held[:, -20:].all(axis=1).any(), "an episode idles at its end"
+
+
 def test_scripted_rows_depend_only_on_their_own_seed() -> None:
     source = make_action_source(ScriptedSource(motion="mix"), FEATURES)
     batch = run(source, specs(5))

@@ -6,6 +6,7 @@ walk are polylines followed at constant speed, which keeps each family a few lin
   waypoints  - random points visited in turn
   push       - approach behind a random contact point, then push straight through it
   sweep      - a zig-zag raster over a random patch (wiping / sweeping)
+Each family repeats (a new push, a new raster) until the episode's horizon.
   random_walk- smoothed random velocity, reflected at the border
 """
 
@@ -81,19 +82,15 @@ def random_walk_actions(features: FeatureSpec, steps: int, speed: float, seed: i
     return bounds.clip(bounds.low + path * bounds.span)
 
 
-def plan_motion(motion: str, rng: np.random.Generator, start: np.ndarray, cfg: ScriptedSource,
-                steps: int) -> np.ndarray:
-    """Unit-coordinate path (steps, A) of one episode."""
-    dim = len(start)
-    if motion == "random_walk":
-        return plan_random_walk(rng, start, cfg.speed, steps)
+def _segment(motion: str, rng: np.random.Generator, dim: int, cfg: ScriptedSource) -> list[np.ndarray]:
+    """Unit-coordinate waypoints of one instance of `motion` (a push, a raster, a visit round)."""
     if motion == "waypoints":
-        points = [rng.uniform(0.1, 0.9, size=dim) for _ in range(cfg.waypoints)]
-    elif motion == "push":
+        return [rng.uniform(0.1, 0.9, size=dim) for _ in range(cfg.waypoints)]
+    if motion == "push":
         contact, d = rng.uniform(0.3, 0.7, size=dim), _unit(rng, dim)
         length = rng.uniform(0.15, 0.35)
-        points = [contact - 0.12 * d, contact + length * d]
-    elif motion == "sweep":
+        return [contact - 0.12 * d, contact + length * d]
+    if motion == "sweep":
         centre, d = rng.uniform(0.3, 0.7, size=dim), _unit(rng, dim)
         across, width, rows = _orthogonal(rng, d), rng.uniform(0.2, 0.5), int(rng.integers(3, 7))
         offsets = np.linspace(-0.5, 0.5, rows) * rng.uniform(0.15, 0.4)
@@ -101,9 +98,26 @@ def plan_motion(motion: str, rng: np.random.Generator, start: np.ndarray, cfg: S
         for r, off in enumerate(offsets):
             ends = [centre + off * across - 0.5 * width * d, centre + off * across + 0.5 * width * d]
             points.extend(ends if r % 2 == 0 else ends[::-1])
-    else:
-        raise ValueError(f"unknown motion {motion!r}; known: {MOTIONS}")
-    points = [np.clip(p, _MARGIN, 1 - _MARGIN) for p in points]
+        return points
+    raise ValueError(f"unknown motion {motion!r}; known: {MOTIONS}")
+
+
+def plan_motion(motion: str, rng: np.random.Generator, start: np.ndarray, cfg: ScriptedSource,
+                steps: int) -> np.ndarray:
+    """Unit-coordinate path (steps, A) of one episode. Instances of the motion are chained until
+    the horizon: a push that ends early is followed by the next push, so an episode does not
+    idle on one repeated action for most of its steps."""
+    dim = len(start)
+    if motion == "random_walk":
+        return plan_random_walk(rng, start, cfg.speed, steps)
+    points: list[np.ndarray] = []
+    planned, pos = 0, np.asarray(start, np.float64)
+    while planned < steps:
+        for point in _segment(motion, rng, dim, cfg):
+            point = np.clip(point, _MARGIN, 1 - _MARGIN)
+            planned += max(int(np.ceil(np.linalg.norm(point - pos) / cfg.speed)), 1)
+            points.append(point)
+            pos = point
     return follow_path(start, points, cfg.speed, steps)
 
 
