@@ -31,7 +31,7 @@ from sim_model.data.episode import Episode
 from sim_model.data.shards import SHARDS_DIR, shard_name, shard_uri, write_shard
 from workers.lease import Lease
 from workers.scoring import is_kept
-from workers.writer import STORE_ROOT_FILE, stored_uri
+from workers.writer import STORE_ROOT_FILE, removable_store, stored_uri
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +121,9 @@ def release_stores(out: str, job: JobSpec, records: Sequence[EpisodeRecord]) -> 
     datasets hold their data (unless output.keep_episode_stores)."""
     if job.output.keep_episode_stores:
         return
-    for record in records:
-        storage.remove_tree(stored_uri(out, record))
+    stores = [removable_store(out, record) for record in records]
+    for uri in stores:
+        storage.remove_tree(uri)
 
 
 def drop_parts_without_shards(out: str, found: dict[int, PartRecord], lease: Lease) -> dict[int, PartRecord]:

@@ -23,7 +23,9 @@ replaced the data; consolidation's checksum check then sends the episode back to
 A marker is written only once its episode's data is verified present (`check_stored`). A marker
 whose data later goes missing or fails its checksum is withdrawn on resume (`uncommit`: logged,
 marker and data removed) and the episode is made again. Everything that deletes from the output
-here takes the output's Lease (workers/lease.py) and checks it first.
+here takes the output's Lease (workers/lease.py) and checks it first, and a marker is trusted
+only to name its own episode's store inside OUT/episodes/ (`stored_uri`, `removable_store`): a
+marker that names anything else is refused, with the file named, before anything is deleted.
 """
 
 from __future__ import annotations
@@ -64,22 +66,62 @@ def commit_uri(out: str, episode_id: str) -> str:
 
 def stored_uri(out: str, record: EpisodeRecord) -> str:
     """Where the episode's data lives under OUT now (the attempt its marker names), even if OUT
-    was moved since the marker was written."""
-    return storage.join(out, EPISODES_DIR, record.uri.rstrip("/").rsplit("/", 1)[-1])
+    was moved since the marker was written: OUT/episodes/<the last name of record.uri>.
+
+    That name must be one of this episode's stores (`<episode_id>`, or `<episode_id>.<attempt>`
+    on s3://): the store is deleted once its part is written or when its marker is withdrawn,
+    so a marker naming '..', '.' or another episode's store would have a resume delete the
+    whole output, every episode, or another's data. SpecError naming the marker otherwise."""
+    name = record.uri.rstrip("/").rsplit("/", 1)[-1]
+    if name in ("", ".", "..") or (name != record.episode_id and not name.startswith(f"{record.episode_id}.")):
+        raise SpecError(_foreign_marker(out, record, f"its uri {record.uri!r} does not name a store of "
+                                        f"episode {record.episode_id!r} in {storage.join(out, EPISODES_DIR)}/"))
+    return storage.join(out, EPISODES_DIR, name)
+
+
+def _foreign_marker(out: str, record: EpisodeRecord, why: str, marker: str | None = None) -> str:
+    marker = marker or commit_uri(out, record.episode_id)
+    return (f"the commit marker {marker} is not one iws wrote for this output: {why}. Nothing it "
+            "names was deleted. If the file was edited or copied in from elsewhere, delete it (its episode "
+            "is made again on the next run) or restore it from a copy, then rerun.")
+
+
+def removable_store(out: str, record: EpisodeRecord) -> str:
+    """`stored_uri`, checked to resolve to a place inside OUT/episodes/ (a symlink could lead
+    elsewhere): what may be deleted as the episode's own store. SpecError otherwise."""
+    uri = stored_uri(out, record)
+    if not storage.is_inside(storage.join(out, EPISODES_DIR), uri):
+        raise SpecError(_foreign_marker(out, record, f"its store {uri} resolves to "
+                                        f"{storage.resolved(uri)}, outside {storage.join(out, EPISODES_DIR)}/"))
+    return uri
+
+
+def _parse_marker(out: str, marker: str, text: str, episode_id: str) -> EpisodeRecord:
+    """The record in the marker file `marker` of `episode_id`; SpecError if it names another
+    episode (its id is what the output's paths are made of) or a store that is not its own."""
+    record = EpisodeRecord.model_validate_json(text)
+    if record.episode_id != episode_id:
+        raise SpecError(_foreign_marker(out, record, f"it is the marker of episode {episode_id!r} but "
+                                        f"holds the record of {record.episode_id!r}", marker))
+    stored_uri(out, record)
+    return record
 
 
 def read_commit(out: str, episode_id: str) -> EpisodeRecord | None:
-    text = storage.try_read_text(commit_uri(out, episode_id))
-    return None if text is None else EpisodeRecord.model_validate_json(text)
+    marker = commit_uri(out, episode_id)
+    text = storage.try_read_text(marker)
+    return None if text is None else _parse_marker(out, marker, text, episode_id)
 
 
 def committed_records(out: str, skip: Container[str] = ()) -> dict[str, EpisodeRecord]:
     """Every committed episode of the output, by episode id, but those in `skip` (ids whose
-    records the caller holds: their markers are listed, not read)."""
-    names = [n for n in storage.list_names(storage.join(out, COMMITS_DIR), suffix=".json")
-             if n.removesuffix(".json") not in skip]
-    texts = storage.read_many([storage.join(out, COMMITS_DIR, name) for name in names])
-    records = [EpisodeRecord.model_validate_json(t) for t in texts if t is not None]
+    records the caller holds: their markers are listed, not read). SpecError, naming the
+    file, for a marker whose record is not its episode's (`_parse_marker`)."""
+    ids = [n.removesuffix(".json") for n in storage.list_names(storage.join(out, COMMITS_DIR), suffix=".json")]
+    ids = [i for i in ids if i not in skip]
+    markers = [commit_uri(out, i) for i in ids]
+    texts = storage.read_many(markers)
+    records = [_parse_marker(out, m, t, i) for m, t, i in zip(markers, texts, ids, strict=True) if t is not None]
     return {r.episode_id: r for r in records}
 
 
@@ -195,11 +237,12 @@ def uncommit(out: str, damaged: list[tuple[EpisodeRecord, str]], lease: Lease) -
     if not damaged:
         return
     lease.verify()
-    for record, reason in damaged:
+    stores = [removable_store(out, record) for record, _ in damaged]  # all checked before any goes
+    for (record, reason), store in zip(damaged, stores, strict=True):
         log.warning("episode %s: %s; its commit marker is removed and it will be regenerated",
                     record.episode_id, reason)
         storage.remove_file(commit_uri(out, record.episode_id))
-        storage.remove_tree(stored_uri(out, record))
+        storage.remove_tree(store)
 
 
 def remove_orphan_uploads(out: str, committed: Iterable[EpisodeRecord], lease: Lease) -> int:

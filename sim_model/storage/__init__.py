@@ -1,6 +1,7 @@
 """Storage: every file and directory iws reads or writes, at a local path or an s3:// URI.
 
-    uri.py         local path or s3:// URI: the one scheme list, joins, bucket names
+    uri.py         local path or s3:// URI: the one scheme list, joins, bucket names, and
+                   whether one location lies inside another (`is_inside`, `overlap`)
     atomic.py      local whole-file and whole-directory writes (temp, fsync, rename, fsync dir)
     paths.py       read, write, list, remove; conditional create and compare-and-swap
                    (`write_new`, `replace_if`, `remove_if`), local and s3:// behind one API
@@ -49,19 +50,22 @@ from sim_model.storage.uri import (
     SCHEMES,
     bucket_of,
     check_scheme,
+    is_inside,
     is_remote,
     is_s3,
     is_url,
     join,
     local_path,
     on_s3,
+    overlap,
+    resolved,
 )
 
 __all__ = [
     "SCHEMES", "STAGING_ROOT", "atomic", "bucket_of", "build_and_publish", "check_scheme",
     "children_with", "create_versioned", "discard_staged", "ensure_writable_dir", "exists",
-    "fetch", "glob", "is_file", "is_remote", "is_s3", "is_url", "join", "list_files", "list_names", "local_path",
-    "on_s3", "publish_dir", "read_many", "read_text", "read_versioned", "remove_file", "remove_if",
-    "remove_stale_staging", "remove_tree", "replace_if", "staging_dir", "try_read_bytes", "try_read_text",
+    "fetch", "glob", "is_file", "is_inside", "is_remote", "is_s3", "is_url", "join", "list_files", "list_names", "local_path",
+    "on_s3", "overlap", "publish_dir", "read_many", "read_text", "read_versioned", "remove_file", "remove_if",
+    "remove_stale_staging", "remove_tree", "replace_if", "resolved", "staging_dir", "try_read_bytes", "try_read_text",
     "write_atomic", "write_new",
 ]

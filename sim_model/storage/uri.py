@@ -1,7 +1,9 @@
-"""Where a location points: a local path or a URL; the one list of S3 schemes."""
+"""Where a location points: a local path or a URL; the one list of S3 schemes; whether one
+location lies inside another."""
 
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path
 
 from schemas.errors import SpecError
@@ -55,3 +57,28 @@ def on_s3(uri: str) -> bool:
     """True for an s3:// URI, False for a local path; SpecError for any other scheme."""
     check_scheme(uri)
     return uri.startswith(SCHEMES)
+
+
+def resolved(location: str) -> str:
+    """Where `location` really points: a local path made absolute with '..' and symlinks
+    resolved; an s3:// URI as s3://bucket/key with '.', '..' and repeated '/' collapsed the way
+    a path's are (S3 keys have no such segments, but a '..' read from a record or typed in an
+    argument must not hide where it leads). SpecError for another scheme."""
+    check_scheme(location)
+    if is_s3(location):
+        return "s3://" + posixpath.normpath("/" + location.split("://", 1)[1]).lstrip("/")
+    return str(Path(location).expanduser().resolve())
+
+
+def is_inside(root: str, location: str) -> bool:
+    """Whether `location` lies strictly below `root`, both `resolved`; a local path and an s3://
+    URI are never inside each other."""
+    outer, inner = resolved(root), resolved(location)
+    if is_s3(outer) != is_s3(inner):
+        return False
+    return inner != outer and inner.startswith(outer.rstrip("/") + "/")
+
+
+def overlap(a: str, b: str) -> bool:
+    """Whether `a` and `b` are one location or one lies inside the other."""
+    return resolved(a) == resolved(b) or is_inside(a, b) or is_inside(b, a)

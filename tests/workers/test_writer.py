@@ -96,6 +96,39 @@ def test_markers_whose_data_is_missing_are_withdrawn(out: str, caplog: pytest.Lo
     assert "ep-000001" in caplog.text and "regenerated" in caplog.text
 
 
+@pytest.mark.parametrize("uri", ["{out}/episodes/..", "{out}/episodes/.", "/", "{out}/episodes/ep-000000"])
+def test_a_marker_naming_a_foreign_store_is_refused_and_deletes_nothing(tmp_path: Path, uri: str) -> None:
+    """Issue 34: a marker whose data is missing is withdrawn, its store deleted; a `uri` ending
+    in '/..' made that store the whole output. A path read from a marker must name the
+    episode's own store, inside OUT/episodes/."""
+    out = tmp_path / "out"
+    records = [commit(str(out), stage_episode(str(out), _episode(i), i, FEATURES)) for i in range(2)]
+    (out / "job.json").write_text("{}")
+    marker = out / "commits" / "ep-000001.json"
+    foreign = records[1].model_copy(update={"uri": uri.format(out=out), "checksum": "0" * 64})
+    marker.write_text(foreign.model_dump_json())
+    before = _files(out)
+    with lease.hold(str(out), job="tiny") as held, pytest.raises(SpecError, match=str(marker)):
+        drop_commits_without_data(str(out), committed_records(str(out)), held)
+    with pytest.raises(SpecError, match="not one iws wrote"):
+        read_commit(str(out), "ep-000001")
+    assert _files(out) == before
+
+
+def _files(root: Path) -> list[Path]:
+    """Everything under `root` but the lease's lock file."""
+    return sorted(p.relative_to(root) for p in root.rglob("*") if p.name != ".lease.json.lock")
+
+
+def test_a_marker_holding_another_episodes_record_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    records = [commit(str(out), stage_episode(str(out), _episode(i), i, FEATURES)) for i in range(2)]
+    marker = out / "commits" / "ep-000001.json"
+    marker.write_text(records[0].model_dump_json())  # its paths would be episode 0's
+    with pytest.raises(SpecError, match=f"{marker}.*holds the record of 'ep-000000'"):
+        committed_records(str(out))
+
+
 def test_write_new_never_silently_overwrites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a filesystem without hard links (vfat, some FUSE and SMB mounts) `os.link` fails with
     EPERM or EOPNOTSUPP. None can be mounted in this sandbox, so os.link is made to fail the way
