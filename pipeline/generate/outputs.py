@@ -29,7 +29,7 @@ from pipeline.generate.spec import RUN_ONLY_FIELDS, content_diff, content_hash
 from schemas import EpisodeRecord, JobSpec, RunManifest, SpecError
 from sim_model import storage
 from sim_model.data.shards import SHARDS_DIR
-from workers.lease import Lease
+from workers.lease import LEASE_FILE, Lease
 from workers.parts import DATASET_DIR, LEROBOT_DIR, PARTS_DIR
 from workers.writer import COMMITS_DIR, EPISODES_DIR, remove_orphan_uploads
 
@@ -43,7 +43,7 @@ LEROBOT_DONE = "lerobot.done.json"
 PREVIEW_FILE = "preview.gif"
 SUMMARY_FILE = "summary.md"
 _OWNED_DIRS = (EPISODES_DIR, COMMITS_DIR, DATASET_DIR, LEROBOT_DIR, PARTS_DIR, *_LEGACY_DIRS)
-_OWNED_FILES = (MANIFEST_FILE, JOB_FILE, PREVIEW_FILE, SUMMARY_FILE)
+_OWNED_FILES = (MANIFEST_FILE, PREVIEW_FILE, SUMMARY_FILE)  # and JOB_FILE, removed last
 
 
 def lerobot_repo_id(job: str) -> str:
@@ -60,12 +60,30 @@ def _content(spec: JobSpec) -> dict:
 
 
 def clear_output(out: str) -> None:
-    """Delete what a job wrote under OUT (only the entries a job owns, never anything else)."""
+    """Delete what a job wrote under OUT (only the entries a job owns, never anything else).
+    Call it only on a job's output (`claim_output` checks): these names, in a directory that
+    is not one, are the user's. JOB_FILE goes last, so that a clear cut short still leaves a
+    directory recognisable as a job's output."""
     storage.remove_file(storage.join(out, LEROBOT_DONE))  # before the export it vouches for
     for name in _OWNED_DIRS:
         storage.remove_tree(storage.join(out, name))
-    for name in _OWNED_FILES:
+    for name in (*_OWNED_FILES, JOB_FILE):
         storage.remove_file(storage.join(out, name))
+
+
+def _refuse_foreign(out: str, job: str) -> None:
+    """SpecError if OUT, which has no JOB_FILE, holds anything but this run's own lease: it is
+    not a job's output, and a run there would delete or overwrite what it holds (episodes/,
+    summary.md, ...), --overwrite included. On s3:// this lists the prefix."""
+    # Dot names are iws's own temporary files and write probes (hidden locally by list_names).
+    found = [n for n in storage.list_names(out) if n != LEASE_FILE and not n.startswith(".")]
+    if not found:
+        return
+    shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    raise SpecError(f"output path {out} is not empty ({shown}) and has no {JOB_FILE}, so it is not "
+                    "the output of an iws job: a run there could delete or overwrite those files, "
+                    "and --overwrite deletes only what a job wrote, in a job's output. Choose a new "
+                    f"or empty directory, e.g. --output {storage.join(out, job)}.")
 
 
 def claim_output(spec: JobSpec, *, overwrite: bool, model_hash: str | None = None) -> None:
@@ -76,12 +94,17 @@ def claim_output(spec: JobSpec, *, overwrite: bool, model_hash: str | None = Non
     added, new parts written, metadata rewritten; only the last group's part, if it was partial,
     is made again). SpecError when OUT holds another job's episodes, naming the fields that
     differ, a larger job than the spec's, or episodes of another checkpoint: `model: pusht` names whatever model is bundled, and a re-bundled or
-    retrained model must not resume into a dataset made by its predecessor.
+    retrained model must not resume into a dataset made by its predecessor. SpecError too
+    when OUT is not empty and has no JOB_FILE (not a job's output): nothing there is deleted,
+    `overwrite` or not; `overwrite` clears only a job's output (`clear_output`).
     """
     out = spec.output.path
-    if overwrite:
-        clear_output(out)
     job_text = storage.try_read_text(storage.join(out, JOB_FILE))
+    if job_text is None:
+        _refuse_foreign(out, spec.name)
+    elif overwrite:
+        clear_output(out)
+        job_text = None
     if job_text is not None:
         old = json.loads(job_text)
         if old.get("content_hash") != content_hash(spec):
@@ -94,9 +117,6 @@ def claim_output(spec: JobSpec, *, overwrite: bool, model_hash: str | None = Non
             log.info("%s: growing the job from %d to %d episodes; what is written stays", out,
                      old["content"]["episodes"], spec.episodes)
         _check_model(out, old.get("model_hash") or _manifest_model_hash(out), model_hash, spec.model)
-    elif storage.list_names(storage.join(out, COMMITS_DIR)):
-        raise SpecError(f"{out} holds committed episodes but no {JOB_FILE}, so they cannot be matched "
-                        "to this job; choose another output path or pass --overwrite.")
     storage.write_atomic(storage.join(out, JOB_FILE), json.dumps({"job": spec.name, "content_hash": content_hash(spec),
                                               "model_hash": model_hash, "content": _content(spec),
                                               "spec": spec.model_dump(mode="json")}, indent=1))

@@ -1,0 +1,81 @@
+"""A job deletes only what a job wrote, in its own output (issue 34): a commit marker naming a
+path outside its episode's store is refused, and so is a non-empty directory that is not a
+job's output, --overwrite or not. Both are refused before Ray starts: exit 2, the file or
+directory named, nothing deleted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.generate import load_job
+from pipeline.generate.outputs import JOB_FILE, claim_output
+from schemas import EpisodeRecord, JobSpec, SpecError
+from tests.workers.jobs import job_dict, write_job
+
+
+@pytest.fixture
+def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run here must be refused before it rolls anything."""
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the run went on to generate episodes")
+
+    monkeypatch.setattr("pipeline.generate.ray_exec.execute", refuse)
+
+
+def _files(root: Path) -> set[Path]:
+    return {p.relative_to(root) for p in root.rglob("*") if not p.name.startswith(".")}
+
+
+def test_a_marker_pointing_above_its_store_is_refused(tmp_path: Path, tiny_checkpoint: Path, tiny_pusht_store,
+                                                      capsys: pytest.CaptureFixture, no_ray) -> None:
+    out = tmp_path / "out"
+    job = write_job(tmp_path / "job.yaml", job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out))
+    claim_output(load_job(job), overwrite=False)
+    (out / "notes.txt").write_text("mine")
+    marker = out / "commits" / "tiny-000001.json"
+    marker.parent.mkdir()
+    marker.write_text(EpisodeRecord(episode_id="tiny-000001", index=1, uri=f"{out}/episodes/..", length=4,
+                                    checksum="0" * 64, seed=1, source="scripted:mix").model_dump_json())
+    before = _files(out)
+    assert main(["generate", str(job), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert str(marker) in err and "episodes/.." in err and "Traceback" not in err, err
+    assert _files(out) == before
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_directory_that_is_not_a_job_output_is_refused(tmp_path: Path, tiny_checkpoint: Path, tiny_pusht_store,
+                                                         capsys: pytest.CaptureFixture, no_ray,
+                                                         overwrite: bool) -> None:
+    out = tmp_path / "mine"
+    (out / "episodes" / "old_run").mkdir(parents=True)
+    (out / "episodes" / "old_run" / "ep.npz").write_bytes(b"data")
+    (out / "dataset").mkdir()
+    (out / "summary.md").write_text("my notes")
+    job = write_job(tmp_path / "job.yaml", job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out))
+    before = _files(out)
+    assert main(["generate", str(job), "--no-progress", *(["--overwrite"] if overwrite else [])]) == 2
+    err = capsys.readouterr().err
+    for text in (f"output path {out} is not empty", "dataset, episodes, summary.md", "has no job.json",
+                 f"--output {out}/tiny"):
+        assert text in err, err
+    assert _files(out) == before and (out / "summary.md").read_text() == "my notes"
+
+
+def test_overwrite_clears_only_what_a_job_wrote(tmp_path: Path, tiny_pusht_store) -> None:
+    out = tmp_path / "out"
+    spec = JobSpec.model_validate(job_dict("m", {"dataset": tiny_pusht_store.path}, out))
+    claim_output(spec, overwrite=False)  # an empty directory becomes the job's output
+    (out / "episodes" / "tiny-000000").mkdir(parents=True)
+    (out / "notes.txt").write_text("mine")
+    claim_output(spec, overwrite=False)  # a job's output with a user's file in it resumes
+    claim_output(spec, overwrite=True)
+    assert _files(out) == {Path(JOB_FILE), Path("notes.txt")}
+    (out / JOB_FILE).unlink()
+    with pytest.raises(SpecError, match="not empty \\(notes.txt\\)"):
+        claim_output(spec, overwrite=True)
+    assert (out / "notes.txt").read_text() == "mine"
+
