@@ -53,11 +53,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.commands.progress import LazyBar, quiet_logging
-    from sim_model.data.formats import open_dataset
+    from sim_model.data.formats import check_apart, open_dataset
     from sim_model.data.formats.lerobot_writer import quiet_encoders
 
     quiet_encoders()
     out = output(args)
+    check_apart(args.src, out)  # the path as given: an s3:// source is read from a local copy
     source = open_dataset(args.src)
     with quiet_logging(getattr(args, "verbose", False)), LazyBar(
             total=source.n_frames, unit="frame",

@@ -24,10 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from sim_model.data.formats import import_dataset, open_dataset
+    from sim_model.data.formats import check_apart, import_dataset, open_dataset
     from sim_model.data.formats.zarr_dp_writer import parse_key_map
 
     out = output(args)
+    check_apart(args.src, out)  # the path as given: an s3:// source is read from a local copy
     options = {}
     if args.keys or args.fps is not None or args.task:
         options = {"keys": parse_key_map(args.keys), "fps": args.fps, "task": args.task}

@@ -2,7 +2,8 @@
 
     detect.py            which dataset lives at a path or s3:// URI (`dataset_kind`, `detect_format`)
     dataset.py           `open_dataset` (any format, read in place) and `import_dataset` (into
-                         an EpisodeStore); why each route, see there
+                         an EpisodeStore); why each route, see there; `check_apart`: no
+                         import or export writes into or over its own source
     source.py            EpisodeSource: the EpisodeStore's read API that every reader offers
     lerobot_features.py  iws features <-> LeRobot feature names, both ways
     lerobot_reader.py    LeRobotReader: a LeRobot v3.0 dataset, frames decoded as lerobot does;
@@ -17,9 +18,9 @@ pipeline (`iws import`, `iws export`, consolidation); it imports only schemas, s
 and the EpisodeStore beside it.
 """
 
-from sim_model.data.formats.dataset import import_dataset, open_dataset
+from sim_model.data.formats.dataset import check_apart, import_dataset, open_dataset
 from sim_model.data.formats.detect import dataset_kind, detect_format
 from sim_model.data.formats.source import EpisodeSource, ReaderBase
 
-__all__ = ["EpisodeSource", "ReaderBase", "dataset_kind", "detect_format", "import_dataset",
-           "open_dataset"]
+__all__ = ["EpisodeSource", "ReaderBase", "check_apart", "dataset_kind", "detect_format",
+           "import_dataset", "open_dataset"]

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from sim_model.data.store import EpisodeStore
 
 log = logging.getLogger(__name__)
-__all__ = ["import_dataset", "open_dataset"]
+__all__ = ["check_apart", "import_dataset", "open_dataset"]
 
 
 def _local_copy(path: str | os.PathLike[str]) -> str | os.PathLike[str]:
@@ -71,6 +71,23 @@ def open_dataset(path: str | os.PathLike[str], *, keys: dict[str, str] | None = 
     return DPZarrReader(_local_copy(path), keys=keys, fps=fps, task=task)
 
 
+def check_apart(src: str | os.PathLike[str], dest: str | os.PathLike[str]) -> None:
+    """SpecError if `dest` is `src`, lies inside it or contains it (local paths resolved, s3://
+    URIs compared by prefix): writing there would change the data being read, and --overwrite
+    would replace it whole (a job's OUT/dataset exported to OUT deletes the job's output)."""
+    from sim_model import storage
+
+    source, target = os.fspath(src), os.fspath(dest)
+    if not storage.overlap(source, target):
+        return
+    if storage.resolved(source) == storage.resolved(target):
+        how = "is"
+    else:
+        how = "lies inside" if storage.is_inside(source, target) else "contains"
+    raise SpecError(f"the destination {target} {how} the source {source}: writing it would overwrite "
+                    "the data being read. Choose a destination outside the source (and not above it).")
+
+
 def import_dataset(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.PathLike[str], *,
                    overwrite: bool = False, on_episode: Callable[[int], None] | None = None,
                    **open_kwargs: object) -> Path | str:
@@ -82,6 +99,8 @@ def import_dataset(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
     from sim_model import storage
     from sim_model.data.store import EpisodeStore
 
+    if not isinstance(src, EpisodeSource):
+        check_apart(src, dest)
     source = src if isinstance(src, EpisodeSource) else open_dataset(src, **open_kwargs)  # type: ignore[arg-type]
     dest_path: Path | str = Path(dest)
     if storage.is_remote(os.fspath(dest)):  # s3:// stays a URI; EpisodeStore writes it in place

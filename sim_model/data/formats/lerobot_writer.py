@@ -38,7 +38,7 @@ import numpy as np
 
 from schemas import FeatureSpec, SpecError
 from sim_model import storage
-from sim_model.data.formats.dataset import open_dataset
+from sim_model.data.formats.dataset import check_apart, open_dataset
 from sim_model.data.formats.lerobot_features import camera_key_map, key_map, to_lerobot_features
 from sim_model.data.formats.lerobot_repair import EpisodeSummary, repair_and_verify
 from sim_model.data.formats.source import EpisodeSource
@@ -64,6 +64,8 @@ def export_lerobot(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
     {"top": "observation.image"} for lerobot-eval's pusht environment (lerobot_features.py).
     The dataset appears at `dest` only when complete and verified.
     """
+    if not isinstance(src, EpisodeSource):
+        check_apart(src, dest)
     source = src if isinstance(src, EpisodeSource) else open_dataset(src)
     if storage.is_remote(os.fspath(dest)):
         return storage.build_and_publish(os.fspath(dest), overwrite=overwrite, write=lambda local: export_lerobot(

@@ -31,7 +31,7 @@ import numpy as np
 
 from schemas import FeatureSpec, SpecError
 from sim_model import storage
-from sim_model.data.formats.dataset import open_dataset
+from sim_model.data.formats.dataset import check_apart, open_dataset
 from sim_model.data.formats.source import EpisodeSource
 from sim_model.data.store_layout import IMAGE_COMPRESSOR, LOWDIM_COMPRESSOR, data_layout
 from sim_model.storage import atomic
@@ -99,6 +99,8 @@ def export_zarr_dp(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
     of `resolve_dp_keys`."""
     import zarr
 
+    if not isinstance(src, EpisodeSource):
+        check_apart(src, dest)
     source = src if isinstance(src, EpisodeSource) else open_dataset(src)
     if storage.is_remote(os.fspath(dest)):
         return storage.build_and_publish(os.fspath(dest), overwrite=overwrite, write=lambda local: export_zarr_dp(

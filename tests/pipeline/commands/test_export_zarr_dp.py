@@ -7,6 +7,7 @@ the default-names test reads the store the way its PushTImageDataset does, step 
 """
 
 import json
+from pathlib import Path
 
 import numcodecs
 import numpy as np
@@ -186,3 +187,25 @@ def test_cli_default_names_are_printed_and_out_is_accepted(source, tmp_path, cap
     assert "different outputs" in capsys.readouterr().err
     assert main(["export", "zarr-dp", source.path]) == 2
     assert "no output given" in capsys.readouterr().err
+
+
+def test_no_export_writes_into_or_over_its_source(tmp_path, capsys):
+    """Issue 34: `iws export zarr-dp OUT/dataset OUT --overwrite` replaced the job's whole
+    output with one DP store, exit 0."""
+    out = tmp_path / "out"
+    src = Path(build_tiny_pusht_store(out).path)  # OUT/store.zarr
+    (out / "job.json").write_text("{}")
+    before = sorted(out.rglob("*"))
+    cases = {"contains": ["zarr-dp", str(src), str(out), "--overwrite"],
+             "lies inside": ["lerobot", str(src), "--out", str(src / "lerobot"), "--overwrite"],
+             "is": ["zarr-dp", str(src), str(out / "x" / ".." / "store.zarr"), "--overwrite"]}
+    for how, argv in cases.items():
+        assert main(["export", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert f"{how} the source {src}" in err and "Traceback" not in err, err
+    assert sorted(out.rglob("*")) == before
+    with pytest.raises(SpecError, match="contains the source"):  # s3:// by prefix, before any request
+        export_zarr_dp("s3://bucket/out/dataset", "s3://bucket/out/", overwrite=True)
+    with pytest.raises(SpecError, match="contains the source"):
+        export_zarr_dp(str(src), out, overwrite=True)
+    assert main(["export", "zarr-dp", str(src), str(out / "dp.zarr")]) == 0  # beside it: fine

@@ -165,3 +165,12 @@ def test_cli_import(lerobot_root, tmp_path, capsys):
     assert "drop --keys/--fps/--task" in capsys.readouterr().err
     assert main(["import", str(lerobot_root), "--out", str(tmp_path / "out.zarr")]) == 0
     assert len(EpisodeStore.open(tmp_path / "out.zarr", "r")) == 3
+
+
+def test_import_never_writes_into_or_over_its_source(tmp_path, capsys):
+    src = build_tiny_pusht_store(tmp_path).path
+    assert main(["import", src, str(tmp_path), "--overwrite"]) == 2
+    assert f"contains the source {src}" in capsys.readouterr().err
+    with pytest.raises(SpecError, match="lies inside the source"):
+        import_dataset(src, f"{src}/copy.zarr")
+    assert len(EpisodeStore.open(src, "r")) == 3
