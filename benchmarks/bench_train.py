@@ -63,8 +63,8 @@ def data_seconds(data_path: str, stage: str, batch: int, window: int, repeats: i
     """Seconds to draw one shard's indices and gather its frames into tensors."""
     import torch
 
-    from sim_model.train.common import batch_images
     from sim_model.train.data import TrainingData
+    from sim_model.train.decoder_loss import batch_images
 
     view, _ = TrainingData.from_store(data_path).split(0.05, 0)
     rng = np.random.default_rng(0)

@@ -41,8 +41,8 @@ def measure(store: str, cache_mb: float | None, prefetch: bool, batch: int, wind
     """One mode, in this (fresh) process."""
     import torch
 
-    from sim_model.train.common import batch_images
     from sim_model.train.data import TrainingData
+    from sim_model.train.decoder_loss import batch_images
     from sim_model.train.frames import StreamedFrames
 
     torch.set_num_threads(1)

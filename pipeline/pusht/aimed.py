@@ -106,8 +106,10 @@ def strike(sim: PushTSim, rng: np.random.Generator) -> Primitive:
             continue
         staging = _run_up(pose0, heading, T_RADIUS + CLEARANCE + rng.uniform(5.0, 25.0))
         end = np.clip(centre + heading * rng.uniform(50.0, 130.0), ACTION_LOW, ACTION_HIGH)
-        path = None if staging is None else plan_path(sim.last.agent, staging, pose0)
-        if path is not None and np.linalg.norm(end - staging) > T_RADIUS + CLEARANCE:
+        if staging is None or np.linalg.norm(end - staging) <= T_RADIUS + CLEARANCE:
+            continue
+        path = plan_path(sim.last.agent, staging, pose0)
+        if path is not None:
             break
     else:  # no room to come in from any side (a T against a wall): turn it off the wall instead
         return (yield from lever(sim, rng))

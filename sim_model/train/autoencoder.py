@@ -9,21 +9,14 @@ import torch
 
 from sim_model.nn.world import WorldModelNet
 from sim_model.normalize import Normalizer
-from sim_model.train.common import (
-    batch_images,
-    decoder_loss,
-    fixed_noise,
-    median_background,
-    perturb_latent,
-    pixel_weights,
-    psnr,
-    save_grid,
-)
 from sim_model.train.config import StageConfig
 from sim_model.train.data import DataView
+from sim_model.train.decoder_loss import batch_images, decoder_loss, fixed_noise, perturb_latent
 from sim_model.train.frames import StreamedFrames
-from sim_model.train.loop import Logs, StageTask
+from sim_model.train.images import psnr, save_grid
+from sim_model.train.objects import median_background, pixel_weights
 from sim_model.train.state import TrainRNG
+from sim_model.train.task import Logs, StageTask
 
 
 def autoencoder_task(net: WorldModelNet, train: DataView, val: DataView, cfg: StageConfig,

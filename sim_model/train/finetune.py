@@ -14,21 +14,15 @@ import torch
 from sim_model.config import DynamicsConfig
 from sim_model.nn.world import WorldModelNet
 from sim_model.normalize import Normalizer
-from sim_model.train.common import (
-    batch_images,
-    decoder_loss,
-    fixed_noise,
-    median_background,
-    perturb_latent,
-    pixel_weights,
-    psnr,
-    save_grid,
-)
 from sim_model.train.config import StageConfig
 from sim_model.train.data import DataView
-from sim_model.train.dynamics import LatentCache, sample_next
-from sim_model.train.loop import Logs, StageTask
+from sim_model.train.decoder_loss import batch_images, decoder_loss, fixed_noise, perturb_latent
+from sim_model.train.dynamics import sample_next
+from sim_model.train.images import psnr, save_grid
+from sim_model.train.latent_cache import LatentCache
+from sim_model.train.objects import median_background, pixel_weights
 from sim_model.train.state import TrainRNG
+from sim_model.train.task import Logs, StageTask
 
 
 def finetune_task(net: WorldModelNet, train: DataView, val: DataView, cfg: StageConfig,

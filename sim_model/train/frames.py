@@ -97,19 +97,23 @@ class StreamedFrames:
             generation = self._generation
             for key in [k for k, (g, _) in self._staged.items() if g < generation - 1]:
                 self._keep(key, self._staged.pop(key)[1])
-            coming: set[tuple[int, int]] = set()
-            for key in set(self._keys(index)[2]):
-                if key in self._staged:  # the batch before wants it too: now both do
-                    self._staged[key] = (generation, self._staged[key][1])
-                elif key in self._cache:  # staged, so the cache cannot drop it before its batch
-                    self._staged[key] = (generation, self._cache.pop(key))
-                elif key in self._pending:
-                    if key in self._prefetching:
-                        self._prefetching[key] = generation
-                else:
-                    coming.add(key)
+            coming = {key for key in set(self._keys(index)[2]) if self._stage(key, generation)}
             self._prefetching.update({key: generation for key in coming})
             self._start(coming)
+
+    def _stage(self, key: tuple[int, int], generation: int) -> bool:
+        """Mark block `key` as wanted by prefetch `generation` (caller holds the lock); True
+        when it is neither held nor on its way, so it must be read."""
+        if key in self._staged:  # the batch before wants it too: now both do
+            self._staged[key] = (generation, self._staged[key][1])
+        elif key in self._cache:  # staged, so the cache cannot drop it before its batch
+            self._staged[key] = (generation, self._cache.pop(key))
+        elif key in self._pending:
+            if key in self._prefetching:
+                self._prefetching[key] = generation
+        else:
+            return True
+        return False
 
     def _start(self, keys: set[tuple[int, int]]) -> None:
         """Submit reads of `keys` (caller holds the lock); each lands when done."""

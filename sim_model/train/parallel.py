@@ -26,8 +26,7 @@ import torch.distributed as dist
 from sim_model.precision import autocast
 from sim_model.train.config import StageConfig
 from sim_model.train.state import TrainRNG
-
-Logs = dict[str, float]
+from sim_model.train.task import Logs, Placement, StageTask
 
 
 @dataclass
@@ -80,34 +79,32 @@ def shard_config(cfg: StageConfig, shards: int) -> StageConfig:
                                   "val_batches": cfg.val_batches * shards})
 
 
-def parallel_step(loss_fn: Callable[[TrainRNG], tuple[torch.Tensor, Logs]],
-                  params: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer,
-                  lr: float, grad_clip: float, step: int, seed: int, replica: Replica,
-                  device: torch.device, bf16: bool, name: str) -> tuple[float, Logs]:
+def parallel_step(task: StageTask, optimizer: torch.optim.Optimizer, *, step: int, progress: float,
+                  lr: float, grad_clip: float, replica: Replica, place: Placement) -> tuple[float, Logs]:
     """One optimiser step over this worker's shards; every worker leaves it with the same
-    weights. `loss_fn(rng) -> (loss, logs)` draws and scores one shard. Returns the loss
-    averaged over all shards of all workers, and this worker's last shard's logs."""
+    weights. Each shard is drawn and scored by `task.loss` with the shard's own RNG. Returns the
+    loss averaged over all shards of all workers, and this worker's last shard's logs."""
     for group in optimizer.param_groups:
         group["lr"] = lr
     optimizer.zero_grad(set_to_none=True)
     started = time.perf_counter()
     total, logs = 0.0, Logs()
     for shard in replica.local_shards:
-        with autocast(device, bf16):
-            loss, logs = loss_fn(shard_rng(seed, step, shard))
+        with autocast(place.device, place.bf16):
+            loss, logs = task.loss(step, progress, shard_rng(place.seed, step, shard))
         # Every worker scales a shard's loss by the same 1/shards, so the summed gradients are
         # the same whichever worker computed which shard.
         scaled = loss / replica.shards
         total += scaled.item()
         scaled.backward()
     synced = time.perf_counter()
-    total = _all_reduce_sum(params, total, replica, device)
+    total = _all_reduce_sum(task.params, total, replica, place.device)
     replica.times.compute_s.append(synced - started)
     replica.times.all_reduce_s.append(time.perf_counter() - synced)
     if not math.isfinite(total):  # after the all-reduce, so that every worker stops together
-        raise FloatingPointError(f"{name}: loss became {total} at step {step}; lower the "
+        raise FloatingPointError(f"{task.name}: loss became {total} at step {step}; lower the "
                                  "learning rate (--config) and resume.")
-    torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    torch.nn.utils.clip_grad_norm_(task.params, grad_clip)
     optimizer.step()
     return total, logs
 

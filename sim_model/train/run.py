@@ -33,8 +33,9 @@ from sim_model.train.config import STAGES, Stage, TrainConfig, default_train_con
 from sim_model.train.data import TrainingData
 from sim_model.train.dynamics import dynamics_task
 from sim_model.train.finetune import finetune_task
-from sim_model.train.loop import LoopResult, StageTask, run_loop
+from sim_model.train.loop import LoopResult, run_loop
 from sim_model.train.parallel import Replica, shard_config
+from sim_model.train.task import StageTask
 
 log = logging.getLogger(__name__)
 SOURCE = {"dynamics": "autoencoder", "decoder-finetune": "dynamics"}

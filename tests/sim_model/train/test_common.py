@@ -9,17 +9,16 @@ import torch
 from sim_model.config import DynamicsConfig, preset_config
 from sim_model.nn.world import WorldModelNet
 from sim_model.normalize import Normalizer, fit_normalization
-from sim_model.train.common import (
-    batch_images,
-    decoder_loss,
+from sim_model.train.config import StageConfig
+from sim_model.train.data import TrainingData
+from sim_model.train.decoder_loss import batch_images, decoder_loss
+from sim_model.train.finetune import finetune_task
+from sim_model.train.objects import (
     foreground_cells,
     median_background,
     object_pixels,
     pixel_weights,
 )
-from sim_model.train.config import StageConfig
-from sim_model.train.data import TrainingData
-from sim_model.train.finetune import finetune_task
 from sim_model.train.state import TrainRNG
 from tests.fixtures.model import make_square_episode, square_features
 

@@ -129,7 +129,6 @@ def test_the_next_steps_draws_are_predicted_for_prefetching() -> None:
 def test_a_step_finds_its_frames_prefetched_by_the_step_before(moving_squares_store) -> None:
     import time
 
-    from sim_model.nn.world import WorldModelNet
     from sim_model.normalize import Normalizer
     from sim_model.train.autoencoder import autoencoder_task
     from sim_model.train.config import StageConfig

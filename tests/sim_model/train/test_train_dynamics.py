@@ -12,7 +12,8 @@ from sim_model.nn.world import WorldModelNet, to_images
 from sim_model.normalize import Normalizer, fit_normalization
 from sim_model.train.config import StageConfig, TrainConfig
 from sim_model.train.data import TrainingData
-from sim_model.train.dynamics import LatentCache, dynamics_task, sample_next
+from sim_model.train.dynamics import dynamics_task, sample_next
+from sim_model.train.latent_cache import LatentCache
 from sim_model.train.loop import learning_rate, session_progress
 from sim_model.train.state import TrainRNG
 from sim_model.world_model import WorldModel
@@ -141,7 +142,7 @@ def test_object_weight_trains() -> None:
 def test_rollout_buffer_slides_onto_its_own_predictions_and_restarts() -> None:
     """An entry advances one frame per use onto the frame predicted after it; it restarts from
     real latents after max_depth generated frames, or at its episode's end."""
-    from sim_model.train.dynamics import RolloutBuffer
+    from sim_model.train.rollout_buffer import RolloutBuffer
 
     net, _ = _net()
     data = TrainingData.from_episodes([make_square_episode(i, 12) for i in range(2)], square_features())
