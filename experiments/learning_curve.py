@@ -1,5 +1,6 @@
 """The bundled PushT model's learning curve: T-IoU@50 and long-rollout shape score against the
-training CPU-hours of each scored checkpoint, one line per recipe.
+training CPU-hours of each scored checkpoint, one line per recipe and held-out set (the
+scripted-play ablation set; the contact-heavy set whose generator no training used, dashed).
 
 Points come from ablation reports (experiments/ablation_score.py) and live in a small committed
 JSON, so the curve grows across sessions while the checkpoints themselves stay out of git:
@@ -41,6 +42,13 @@ class CurvePoint(BaseModel):
     long_shape: float
     report: str
     gpu_minutes: float = 0.0
+    # which held-out set scored it: "ablation" (scripted play, seed 2000) or "contact" (the aimed
+    # strikes and levers no training used, data/pusht_contact_heldout.zarr)
+    heldout: str = "ablation"
+
+
+def heldout_of(report: dict) -> str:
+    return "contact" if "contact" in str(report.get("data", "")) else "ablation"
 
 
 def training_hours(checkpoint: str) -> float:
@@ -57,7 +65,7 @@ def point(report_path: str, arm_name: str, recipe: str, checkpoint: str, gpu_min
     return CurvePoint(recipe=recipe, arm=arm_name, checkpoint_hash=arm["checkpoint_hash"],
                       hours=training_hours(checkpoint) - gpu_minutes / 60, t_iou_50=at50["mean"], t_iou_50_low=at50["low"],
                       t_iou_50_high=at50["high"], long_shape=arm["long"]["shape"]["mean"], report=report_path,
-                      gpu_minutes=gpu_minutes)
+                      gpu_minutes=gpu_minutes, heldout=heldout_of(report))
 
 
 def load(path: Path) -> list[CurvePoint]:
@@ -71,13 +79,18 @@ def plot(points: list[CurvePoint], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4.2))
-    for recipe in dict.fromkeys(p.recipe for p in points):
-        mine = sorted((p for p in points if p.recipe == recipe), key=lambda p: p.hours)
+    lines = dict.fromkeys((p.recipe, p.heldout) for p in points)
+    for recipe, heldout in lines:
+        mine = sorted((p for p in points if (p.recipe, p.heldout) == (recipe, heldout)),
+                      key=lambda p: p.hours)
         hours = [p.hours for p in mine]
-        left.errorbar(hours, [p.t_iou_50 for p in mine], marker="o", label=recipe,
+        # The contact-heavy held-out set: dashed, open markers, beside the same recipe's line.
+        style = {"marker": "o"} if heldout == "ablation" else {"marker": "s", "ls": "--", "mfc": "none"}
+        label = recipe if heldout == "ablation" else f"{recipe} (contact-heavy set)"
+        left.errorbar(hours, [p.t_iou_50 for p in mine], label=label, capsize=3, **style,
                       yerr=[[p.t_iou_50 - p.t_iou_50_low for p in mine],
-                            [p.t_iou_50_high - p.t_iou_50 for p in mine]], capsize=3)
-        right.plot(hours, [p.long_shape for p in mine], marker="o", label=recipe)
+                            [p.t_iou_50_high - p.t_iou_50 for p in mine]])
+        right.plot(hours, [p.long_shape for p in mine], label=label, **style)
         for p in mine:
             if p.gpu_minutes:
                 for axis, y in ((left, p.t_iou_50), (right, p.long_shape)):
@@ -110,7 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     points = load(args.curve)
     if args.command == "add":
         new = point(args.report, args.arm, args.recipe, args.checkpoint, args.gpu_minutes)
-        points = [p for p in points if (p.checkpoint_hash, p.recipe) != (new.checkpoint_hash, new.recipe)] + [new]
+        same = (new.checkpoint_hash, new.recipe, new.heldout)
+        points = [p for p in points if (p.checkpoint_hash, p.recipe, p.heldout) != same] + [new]
         write_text(args.curve, json.dumps([p.model_dump() for p in points], indent=1))
     plot(points, args.curve.with_suffix(".png"))
     return 0

@@ -38,3 +38,14 @@ def test_gpu_minutes_stay_off_the_cpu_axis_and_a_checkpoint_can_start_a_second_l
     assert set(points) == {"CPU", "GPU"}  # same checkpoint, two lines
     assert points["CPU"].gpu_minutes == 0.0 and points["GPU"].gpu_minutes == 6.0
     assert points["GPU"].hours == points["CPU"].hours - 0.1  # 6 GPU-minutes are not CPU-hours
+
+
+def test_a_checkpoint_scored_on_both_held_out_sets_has_a_point_on_each(
+        tmp_path: Path, tiny_checkpoint: Path) -> None:
+    curve = tmp_path / "curve.json"
+    for name, data in (("dev.json", "data/pusht_ablation.zarr"), ("contact.json", "data/pusht_contact_heldout.zarr")):
+        report = _report(tmp_path / name, tiny_checkpoint)
+        report.write_text(json.dumps({**json.loads(report.read_text()), "data": data}))
+        assert lc.main(["--curve", str(curve), "add", "--report", str(report), "--arm", "a",
+                        "--recipe", "A", "--checkpoint", str(tiny_checkpoint)]) == 0
+    assert sorted(p.heldout for p in lc.load(curve)) == ["ablation", "contact"]
