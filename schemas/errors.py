@@ -62,6 +62,19 @@ def validate(model: type[M], data: Any, source: str = "input") -> M:
         raise SpecError(describe_validation_error(error, model, source)) from None
 
 
+def parse_record(model: type[M], text: str, source: str, fix: str) -> M:
+    """`text`, read from a file iws wrote (`source`: a commit marker, a part record), as `model`.
+    SpecError naming the file, what is wrong with it and `fix` when it is empty, not JSON or not
+    a `model` (a disk that filled up, a hand edit, a file copied in from elsewhere)."""
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = "" if first["type"] == "json_invalid" else f"field '{_location(first['loc'])}': "
+        what = "is empty" if not text.strip() else f"is not a valid {model.__name__} ({where}{first['msg']})"
+        raise SpecError(f"{source} {what}; it is damaged, or not a file iws wrote. {fix}") from None
+
+
 def read_yaml_mapping(path: str | Path, kind: str = "spec file", expected: str = "a YAML file") -> dict[str, Any]:
     """The mapping a YAML (or JSON) file holds; SpecError for a missing, unparsable or non-mapping file."""
     path = Path(path)

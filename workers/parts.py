@@ -26,6 +26,7 @@ import logging
 from collections.abc import Sequence
 
 from schemas import EpisodeRecord, EpisodeSpec, FeatureSpec, JobSpec, PartRecord, SpecError
+from schemas.errors import parse_record
 from sim_model import storage
 from sim_model.data.episode import Episode
 from sim_model.data.shards import SHARDS_DIR, shard_name, shard_uri, write_shard
@@ -58,17 +59,29 @@ def marker_uri(out: str, key: int) -> str:
 
 
 def read_parts(out: str) -> dict[int, PartRecord]:
-    """Every part record of the output, by key."""
+    """Every part record of the output, by key; SpecError naming a damaged one (`parse_part`)."""
     root = parts_root(out)
-    names = storage.list_names(root, suffix=".json")
-    texts = storage.read_many([storage.join(root, name) for name in names])
-    records = [PartRecord.model_validate_json(t) for t in texts if t is not None]
+    uris = [storage.join(root, name) for name in storage.list_names(root, suffix=".json")]
+    records = [parse_part(u, t) for u, t in zip(uris, storage.read_many(uris), strict=True) if t is not None]
     return {r.key: r for r in records}
 
 
 def read_parts_of(out: str, key: int) -> PartRecord | None:
-    text = storage.try_read_text(marker_uri(out, key))
-    return None if text is None else PartRecord.model_validate_json(text)
+    uri = marker_uri(out, key)
+    text = storage.try_read_text(uri)
+    return None if text is None else parse_part(uri, text)
+
+
+def parse_part(uri: str, text: str) -> PartRecord:
+    """The part record in the file `uri`; SpecError, naming it, if it is empty, not a record, or
+    the record of another part than its name says (the key places the part in the datasets)."""
+    fix = ("Delete it: the group's part is made again from its committed episodes (those whose own "
+           "stores were released with the part are made again too), then rerun.")
+    part = parse_record(PartRecord, text, f"the part record {uri}", fix)
+    if uri.rsplit("/", 1)[-1] != f"{part.key:08d}.json":
+        raise SpecError(f"the part record {uri} holds the record of part {part.key}; it is damaged, or not "
+                        f"a file iws wrote. {fix}")
+    return part
 
 
 def kept(job: JobSpec, records: Sequence[EpisodeRecord]) -> list[EpisodeRecord]:

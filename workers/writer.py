@@ -37,6 +37,7 @@ from collections.abc import Container, Iterable
 from collections.abc import Set as AbstractSet
 
 from schemas import EpisodeRecord, FeatureSpec, SpecError
+from schemas.errors import parse_record
 from sim_model import storage
 from sim_model.data.episode import Episode
 from workers.lease import Lease
@@ -97,9 +98,12 @@ def removable_store(out: str, record: EpisodeRecord) -> str:
 
 
 def _parse_marker(out: str, marker: str, text: str, episode_id: str) -> EpisodeRecord:
-    """The record in the marker file `marker` of `episode_id`; SpecError if it names another
-    episode (its id is what the output's paths are made of) or a store that is not its own."""
-    record = EpisodeRecord.model_validate_json(text)
+    """The record in the marker file `marker` of `episode_id`; SpecError, naming the file, if
+    it is empty or not a record, names another episode (its id is what the output's paths are
+    made of) or a store that is not its own."""
+    record = parse_record(EpisodeRecord, text, f"the commit marker {marker}",
+                          "Nothing was deleted. Delete it (its episode is made again on the next run) or "
+                          "restore it from a copy, then rerun.")
     if record.episode_id != episode_id:
         raise SpecError(_foreign_marker(out, record, f"it is the marker of episode {episode_id!r} but "
                                         f"holds the record of {record.episode_id!r}", marker))

@@ -106,7 +106,7 @@ def claim_output(spec: JobSpec, *, overwrite: bool, model_hash: str | None = Non
         clear_output(out)
         job_text = None
     if job_text is not None:
-        old = json.loads(job_text)
+        old = _job_file(out, job_text)
         if old.get("content_hash") != content_hash(spec):
             fields = content_diff(old.get("content", {}), _content(spec))
             if not _grows(old.get("content", {}), _content(spec), fields):
@@ -120,6 +120,23 @@ def claim_output(spec: JobSpec, *, overwrite: bool, model_hash: str | None = Non
     storage.write_atomic(storage.join(out, JOB_FILE), json.dumps({"job": spec.name, "content_hash": content_hash(spec),
                                               "model_hash": model_hash, "content": _content(spec),
                                               "spec": spec.model_dump(mode="json")}, indent=1))
+
+
+def _job_file(out: str, text: str) -> dict:
+    """OUT/job.json as written by `claim_output`; SpecError naming it if it is empty or garbled:
+    it says which job the output holds, and without it a run cannot tell whether it may resume."""
+    try:
+        found = json.loads(text)
+    except json.JSONDecodeError as error:
+        found, why = None, "is empty" if not text.strip() else f"is not JSON ({error})"
+    else:
+        why = "is not the record of a job (no 'content_hash' and 'content')"
+    if isinstance(found, dict) and isinstance(found.get("content_hash"), str) and isinstance(found.get("content"), dict):
+        return found
+    raise SpecError(f"{storage.join(out, JOB_FILE)} {why}; it is damaged, or not a file iws wrote. It names "
+                    "the job this output holds, so the run cannot tell whether it may resume here. Restore "
+                    "it from a copy, pass --overwrite to delete what the job wrote and generate again, or "
+                    "choose another output path.")
 
 
 def _grows(old: dict, new: dict, fields: list[str]) -> bool:
@@ -136,8 +153,18 @@ def _grows(old: dict, new: dict, fields: list[str]) -> bool:
 
 def _manifest_model_hash(out: str) -> str | None:
     """The checkpoint hash in OUT's manifest (outputs whose job.json predates its model_hash)."""
-    text = storage.try_read_text(storage.join(out, MANIFEST_FILE))
-    return None if text is None else json.loads(text).get("model_hash")
+    uri = storage.join(out, MANIFEST_FILE)
+    text = storage.try_read_text(uri)
+    if text is None:
+        return None
+    try:  # read as JSON, not as a RunManifest: an older iws wrote it, with other fields
+        manifest = json.loads(text)
+    except json.JSONDecodeError:
+        manifest = None
+    if not isinstance(manifest, dict):
+        raise SpecError(f"{uri} is damaged (not a JSON mapping), or not a file iws wrote. Delete it (the run "
+                        "writes it again) and rerun.")
+    return manifest.get("model_hash")
 
 
 def _check_model(out: str, made_by: str | None, model_hash: str | None, model: str) -> None:

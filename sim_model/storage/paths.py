@@ -44,9 +44,10 @@ def read_text(uri: str) -> str:
 
 
 def try_read_text(uri: str) -> str | None:
-    """The file's text, or None if it does not exist."""
+    """The file's text, or None if it does not exist. Bytes that are not UTF-8 read as U+FFFD, so
+    that a damaged file fails where it is parsed, which names it, not here."""
     data = try_read_bytes(uri)
-    return None if data is None else data.decode()
+    return None if data is None else data.decode(errors="replace")
 
 
 def try_read_bytes(uri: str) -> bytes | None:

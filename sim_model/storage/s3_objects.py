@@ -87,8 +87,9 @@ def try_read_bytes(uri: str) -> bytes | None:
 
 
 def try_read_text(uri: str) -> str | None:
+    """The object's text (bytes that are not UTF-8 read as U+FFFD), or None if it does not exist."""
     data = try_read_bytes(uri)
-    return None if data is None else data.decode()
+    return None if data is None else data.decode(errors="replace")
 
 
 def read_many(uris: list[str]) -> list[str | None]:

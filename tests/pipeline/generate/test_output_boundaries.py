@@ -79,3 +79,25 @@ def test_overwrite_clears_only_what_a_job_wrote(tmp_path: Path, tiny_pusht_store
         claim_output(spec, overwrite=True)
     assert (out / "notes.txt").read_text() == "mine"
 
+
+
+@pytest.mark.parametrize("damage", [b"", b"{not json", b"\xff\xfe\x00", b"[1, 2]", b'{"key": 8}'])
+@pytest.mark.parametrize("name", [JOB_FILE, "commits/tiny-000001.json", "parts/00000000.json"])
+def test_a_garbled_record_is_refused_with_the_file_named(tmp_path: Path, tiny_checkpoint: Path, tiny_pusht_store,
+                                                         capsys: pytest.CaptureFixture, no_ray, name: str,
+                                                         damage: bytes) -> None:
+    """Issue 34: an empty or garbled job.json, commit marker or part record (a disk that filled up,
+    a hand edit) ended a resume in a JSONDecodeError or ValidationError traceback. Exit 2, the file
+    named with what to do, nothing deleted."""
+    out = tmp_path / "out"
+    job = write_job(tmp_path / "job.yaml", job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out))
+    claim_output(load_job(job), overwrite=False)
+    damaged = out / name
+    damaged.parent.mkdir(exist_ok=True)
+    damaged.write_bytes(damage)
+    before = _files(out)
+    assert main(["generate", str(job), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert str(damaged) in err and "Traceback" not in err, err
+    assert ("--overwrite" if name == JOB_FILE else "delete it") in err.lower(), err
+    assert _files(out) == before
