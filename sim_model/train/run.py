@@ -56,8 +56,11 @@ def resolve_config(out: Path, config_file: str | None, preset: str | None,
         # The checkpoint's architecture, with what the config file changes in it on top (e.g. a
         # recipe ablation that adds an input to the dynamics, see `_init_from`).
         override = merge({"preset": init.model.preset, "model": init.model.model_dump()}, override)
+    if out.exists() and not out.is_dir():
+        raise SpecError(f"--out {out} is a file; pass the run directory shared by all stages (a new path "
+                        "starts a new run).")
     if stored_path.is_file():
-        stored = validate(TrainConfig, json.loads(stored_path.read_text()), str(stored_path))
+        stored = validate(TrainConfig, _stored_config(stored_path), str(stored_path))
         if preset is not None and preset != stored.preset:
             raise SpecError(f"{out} was started with preset '{stored.preset}', not '{preset}'; drop "
                             "--preset or use a new --out directory.")
@@ -71,6 +74,22 @@ def resolve_config(out: Path, config_file: str | None, preset: str | None,
     cfg = validate(TrainConfig, merged, source=config_file or "training config")
     write_text(stored_path, cfg.model_dump_json(indent=2))
     return cfg
+
+
+def _stored_config(path: Path) -> dict[str, Any]:
+    """The mapping in a run's train_config.json; SpecError naming it if it is damaged."""
+    try:
+        found = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        found, why = None, f"is not JSON ({error})"
+    else:
+        why = f"holds a {type(found).__name__}, not a TrainConfig"
+    if isinstance(found, dict):
+        return found
+    raise SpecError(f"{path} {why}; it is damaged, or not a file iws wrote. It is the run's resolved "
+                    "TrainConfig, which fixes the architecture of every stage: restore it from a copy, or "
+                    "delete it and rerun with the --preset and --config the run was started with (it is "
+                    "written again), or use a new --out.")
 
 
 def train_stage(stage: Stage, data_path: str | os.PathLike[str], out: str | os.PathLike[str], *,

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from schemas.errors import SpecError
@@ -87,29 +88,46 @@ def save_state(directory: str | os.PathLike[str], net: torch.nn.Module, optimize
 
 def load_state(directory: Path, net: torch.nn.Module, optimizer: torch.optim.Optimizer,
                rng: TrainRNG) -> TrainerState:
-    """Restore what save_state wrote into `net`, `optimizer` and `rng`."""
-    try:
-        payload = json.loads((directory / TRAINER).read_text())
-        weights = load_file(directory / WEIGHTS)
-        opt_tensors = load_file(directory / OPTIM)
-    except (OSError, ValueError, json.JSONDecodeError) as error:
-        raise SpecError(f"the training state in {directory} cannot be read ({error}); delete that "
-                        "folder to restart the stage from scratch.") from None
+    """Restore what save_state wrote into `net`, `optimizer` and `rng`. SpecError naming the file
+    when one is missing, truncated or not this stage's (another run's state copied in)."""
+    payload = _read(directory / TRAINER, lambda path: json.loads(path.read_text()))
+    weights = _read(directory / WEIGHTS, load_file)
+    opt_tensors = _read(directory / OPTIM, load_file)
     device = next(net.parameters()).device
-    net.load_state_dict({k: v.to(device) for k, v in weights.items()})
-    rng.noise.set_state(opt_tensors.pop("__torch_rng__"))
-    rng.numpy.bit_generator.state = payload["numpy_rng"]
-    slots: dict[int, dict[str, torch.Tensor]] = {}
-    for key, value in opt_tensors.items():
-        index, name = key.split(".", 1)
-        slots.setdefault(int(index), {})[name] = value if name == "step" else value.to(device)
-    groups = payload["optimizer"]["param_groups"]
-    for group in groups:
-        if "betas" in group:
-            group["betas"] = tuple(group["betas"])
-    optimizer.load_state_dict({"state": slots, "param_groups": groups})
-    return TrainerState(step=payload["step"], wall_time_s=payload["wall_time_s"],
-                        hardware=payload["hardware"], extra=payload.get("extra", {}))
+    try:
+        net.load_state_dict({k: v.to(device) for k, v in weights.items()})
+    except RuntimeError as error:  # other keys or shapes: not this stage's net
+        why = f"its weights do not fit this stage's model: {error}"
+        raise SpecError(_unreadable(directory / WEIGHTS, why)) from None
+    try:
+        rng.noise.set_state(opt_tensors.pop("__torch_rng__"))
+        slots: dict[int, dict[str, torch.Tensor]] = {}
+        for key, value in opt_tensors.items():
+            index, name = key.split(".", 1)
+            slots.setdefault(int(index), {})[name] = value if name == "step" else value.to(device)
+        groups = payload["optimizer"]["param_groups"]
+        for group in groups:
+            if "betas" in group:
+                group["betas"] = tuple(group["betas"])
+        optimizer.load_state_dict({"state": slots, "param_groups": groups})
+        rng.numpy.bit_generator.state = payload["numpy_rng"]
+        return TrainerState(step=payload["step"], wall_time_s=payload["wall_time_s"],
+                            hardware=payload["hardware"], extra=payload.get("extra", {}))
+    except (KeyError, TypeError, ValueError, RuntimeError) as error:
+        raise SpecError(_unreadable(directory / OPTIM, f"it and {TRAINER} do not hold this stage's optimiser "
+                                    f"state ({type(error).__name__}: {error})")) from None
+
+
+def _read(path: Path, load: Callable[[Path], Any]) -> Any:
+    try:
+        return load(path)
+    except (SafetensorError, OSError, ValueError) as error:  # JSONDecodeError is a ValueError
+        raise SpecError(_unreadable(path, f"it cannot be read ({error})")) from None
+
+
+def _unreadable(path: Path, why: str) -> str:
+    return (f"the training state file {path} is damaged: {why}. Restore it from a copy, or delete that "
+            f"folder ({path.parent}) to restart the stage from scratch.")
 
 
 def load_average(directory: Path) -> dict[str, torch.Tensor]:
@@ -117,8 +135,4 @@ def load_average(directory: Path) -> dict[str, torch.Tensor]:
     path = directory / AVERAGE
     if not path.is_file():
         return {}
-    try:
-        return load_file(path)
-    except (OSError, ValueError) as error:
-        raise SpecError(f"the weight average in {path} cannot be read ({error}); delete that "
-                        "folder to restart the stage from scratch.") from None
+    return _read(path, load_file)

@@ -284,3 +284,33 @@ def test_init_from_with_a_widened_input_starts_where_the_checkpoint_was(trained_
     assert source._z is not None and widened._z is not None
     # equal up to the convolution's summation order over more (zero) input channels
     torch.testing.assert_close(source._z, widened._z, atol=1e-4, rtol=1e-4)
+
+
+def test_a_damaged_run_directory_is_refused_with_the_file_named(moving_squares_store, tmp_path, capsys) -> None:
+    """Issue 34: a truncated weights.safetensors or optimizer.safetensors in a stage's state, a
+    garbled train_config.json and an --out that is a file each ended `iws train` in a traceback.
+    Exit 2, the file named and what to do."""
+    import shutil
+
+    run = tmp_path / "run"
+    config = _config(tmp_path, autoencoder={**FAST, "steps": 1, "batch_size": 2})
+    train_stage("autoencoder", moving_squares_store, run, config_file=config, progress=False)
+    damages = {"autoencoder/state/weights.safetensors": "delete that folder",
+               "autoencoder/state/optimizer.safetensors": "delete that folder",
+               "train_config.json": "delete it"}
+    for name, fix in damages.items():
+        damaged = tmp_path / name.replace("/", "_")
+        shutil.copytree(run, damaged)
+        data = (damaged / name).read_bytes()
+        (damaged / name).write_bytes(data[: len(data) // 2])
+        args = ["train", "--stage", "autoencoder", "--data", str(moving_squares_store), "--out", str(damaged),
+                "--steps", "2", "--no-progress"]
+        assert iws(args) == 2, name
+        err = capsys.readouterr().err
+        assert str(damaged / name) in err and fix in err.lower() and "Traceback" not in err, err
+    (tmp_path / "afile").write_text("mine")
+    assert iws(["train", "--stage", "autoencoder", "--data", str(moving_squares_store), "--out",
+                str(tmp_path / "afile"), "--preset", "tiny", "--steps", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {tmp_path / 'afile'} is a file" in err and "Traceback" not in err, err
+    assert (tmp_path / "afile").read_text() == "mine"
