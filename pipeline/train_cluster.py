@@ -26,6 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.ray_connect import connect
 from schemas.errors import SpecError
 from sim_model.storage.atomic import replace_dir, write_text
 from sim_model.train.config import Stage, TrainConfig
@@ -54,8 +55,6 @@ def train_on_cluster(stage: Stage, data_path: str, out: str | os.PathLike[str], 
     object store (one copy per node); with it, each worker streams frames from the store (local
     path every node sees, or s3://) through its own cache of that many MiB."""
     import ray
-
-    from pipeline.generate.ray_exec import connect
 
     if workers < 1:
         raise SpecError(f"--workers must be at least 1, got {workers}.")

@@ -21,27 +21,19 @@ import argparse
 import shlex
 from pathlib import Path
 
-from pipeline.generate.submit import EXCLUDES, Submission
+from pipeline.ray_jobs import EXCLUDES, Submission
 from schemas import SpecError
 from sim_model import storage
 
 
-def train_parser() -> argparse.ArgumentParser:
-    """`iws train`'s own argument parser, to check a submission's arguments here."""
-    from pipeline.commands import train
-
-    parser = argparse.ArgumentParser(prog="iws submit train", add_help=False)
-    sub = parser.add_subparsers(dest="command", required=True)
-    train.register(sub)
-    return parser
-
-
-def prepare_training(argv: list[str], *, working_dir: str | Path | None = None) -> Submission:
+def prepare_training(argv: list[str], parser: argparse.ArgumentParser, *,
+                     working_dir: str | Path | None = None) -> Submission:
     """Check `iws train` arguments for a cluster and build the submission; SpecError (or
-    argparse's usage error) naming the problem otherwise."""
-    parser = train_parser()
+    argparse's usage error) naming the problem otherwise. `parser` is `iws train`'s own
+    (pipeline.commands.train.submission_parser()): the CLI hands it in, so that this module
+    needs nothing from the CLI above it."""
     try:
-        args = parser.parse_args(["train", *argv])
+        args = parser.parse_args(argv)
     except SystemExit:  # argparse printed the usage error
         raise SpecError(f"`iws submit train` takes `iws train` arguments; these are not valid: "
                         f"{shlex.join(argv)} (see `iws train --help`).") from None

@@ -106,18 +106,19 @@ def _token_source() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.generate import submit
+    from pipeline import ray_jobs
 
     if args.stop:
         if args.job:
             raise UserError("give either a job file to submit or --stop JOB_ID, not both.")
         client = _client(args.address)
-        status = submit.stop(client, args.stop)
+        status = ray_jobs.stop(client, args.stop)
         print(f"job {args.stop}: {status}")
         return 0 if status == "STOPPED" else TERMINAL_EXIT.get(status, 1)
     if not args.job:
         raise UserError("name the job spec YAML to submit (or --stop JOB_ID).")
     if args.job == "train":
+        from pipeline.commands import train
         from pipeline.train_submit import prepare_training
 
         if not args.train_args:
@@ -130,15 +131,17 @@ def run(args: argparse.Namespace) -> int:
         if generation_only:
             raise UserError(f"{', '.join(generation_only)} apply to generation jobs; a training "
                             "stage takes `iws train` arguments after `train --`.")
-        plan = prepare_training(args.train_args, working_dir=args.working_dir)
+        plan = prepare_training(args.train_args, train.submission_parser(), working_dir=args.working_dir)
     elif args.train_args:
         raise UserError(f"unexpected arguments after the job file: {' '.join(args.train_args)}.")
     else:
+        from pipeline.generate import submit
+
         plan = submit.prepare(args.job, working_dir=args.working_dir, output=args.output,
                               model=args.model, overrides=args.overrides, overwrite=args.overwrite,
                               take_over=args.take_over)
     client = _client(args.address)
-    job_id = submit.submit(client, plan)
+    job_id = ray_jobs.submit(client, plan)
     address = client.get_address()
     print(f"submitted {plan.job_name} as {job_id} to {address}: {plan.entrypoint}", flush=True)
     if not args.follow:
@@ -146,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
               f"stop:   iws submit --stop {job_id} --address {address}")
         return 0
     try:
-        status = submit.follow(client, job_id, sys.stdout)
+        status = ray_jobs.follow(client, job_id, sys.stdout)
     except KeyboardInterrupt:
         print(f"\nstopped following; {job_id} keeps running on the cluster. Stop it with "
               f"`iws submit --stop {job_id} --address {address}`.", file=sys.stderr)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = sub.add_parser("train", help="train a world-model stage from an episode store",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stage", required=True, choices=["autoencoder", "dynamics", "decoder-finetune"],
@@ -65,6 +65,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-failures", type=int, default=3,
                         help="with --workers: worker-group restarts from the last checkpoint (default 3)")
     parser.set_defaults(func=run)
+    return parser
+
+
+def submission_parser() -> argparse.ArgumentParser:
+    """`iws train`'s parser on its own: `iws submit train` checks a submission's arguments with it
+    (pipeline/train_submit.py)."""
+    root = argparse.ArgumentParser(prog="iws submit", add_help=False)
+    return register(root.add_subparsers(dest="command", required=True))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
+from pipeline.commands.train import submission_parser
 from pipeline.train_submit import prepare_training
 from schemas import SpecError
 from sim_model.world_model import WorldModel
@@ -35,12 +36,13 @@ def test_a_training_submission_uploads_only_its_config(tmp_path: Path, moving_sq
     config = _config(tmp_path / "job")
     monkeypatch.chdir(tmp_path)
     plan = prepare_training(["--stage", "autoencoder", "--data", str(moving_squares_store), "--out",
-                             str(tmp_path / "run"), "--config", "job/train.json", "--workers", "2"])
+                             str(tmp_path / "run"), "--config", "job/train.json", "--workers", "2"],
+                            submission_parser())
     assert plan.working_dir == config.parent and plan.job_name == "train-autoencoder"
     assert plan.entrypoint == (f"iws train --stage autoencoder --data {moving_squares_store} --out "
                                f"{tmp_path / 'run'} --config train.json --workers 2 --no-progress")
     bare = prepare_training(["--stage", "dynamics", "--data", "s3://b/d.zarr", "--out", "/shared/run",
-                             "--init-from", "pusht"])
+                             "--init-from", "pusht"], submission_parser())
     assert bare.working_dir is None and bare.runtime_env() == {}  # nothing to upload
     assert "--init-from pusht" in bare.entrypoint  # a bundled name, not a path
 
@@ -78,7 +80,8 @@ def test_training_submissions_refuse_what_would_fail_on_the_cluster(
                                                       "--data", data, "--out", out)
     assert not (tmp_path / "run").exists()
     with pytest.raises(SpecError, match="spell out --config"):
-        prepare_training(["--stage", "autoencoder", "--data", data, "--out", out, "--conf", "job/train.json"])
+        prepare_training(["--stage", "autoencoder", "--data", data, "--out", out, "--conf", "job/train.json"],
+                         submission_parser())
 
 
 @pytest.mark.slow
