@@ -1,10 +1,10 @@
 """The success-filter hook: score a finished episode, then keep, drop or label it.
 
 A scorer is any callable Episode -> (score, success) (see `Scorer`). The workers do not know
-tasks: the pipeline resolves a job's scorer (a task's, by name, via pipeline.tasks, or a user's
-'package.module:function') and hands the callable to each replica. `import_scorer` imports the
-second kind, for a replica built straight from a job spec. `iws eval policy` scores its rollouts
-through the same interface.
+tasks: the pipeline resolves a job's scorer (a task's, by name, via pipeline.tasks.registry, or a
+user's 'package.module:function') and hands the callable to each replica. `import_scorer` imports
+the second kind, for a replica built straight from a job spec. `iws eval policy` scores its
+rollouts through the same interface.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def import_scorer(ref: str, what: str = "filter.scorer") -> Scorer:
     the name came from). A task's scorer by name is the pipeline's to resolve and hand over."""
     if ":" not in ref:
         raise SpecError(f"{what} '{ref}' is not 'package.module:function'; a task's scorer named "
-                        "so is resolved by the pipeline (pipeline.tasks.resolve_scorer) and handed "
-                        "to the replica.")
+                        "so is resolved by the pipeline (pipeline.tasks.registry.resolve_scorer) "
+                        "and handed to the replica.")
     return import_object(ref, "scorer")
 
 

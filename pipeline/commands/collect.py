@@ -1,7 +1,7 @@
 """`iws collect TASK`: record ground-truth play from a task's simulator into an episode store.
 
-The tasks, and each one's own flags, come from the registry (pipeline.tasks); this command adds
-the flags every task shares and draws the progress bar.
+The tasks, and each one's own flags, come from the registry (pipeline.tasks.registry); this
+command adds the flags every task shares and draws the progress bar.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pipeline.commands.paths import add_output, output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from pipeline.tasks import TASKS
+    from pipeline.tasks.registry import TASKS
 
     parser = sub.add_parser("collect", help="record ground-truth play data from a simulator",
                             description="Record scripted play in a simulator as an episode store "
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from pipeline.tasks import get_task
+    from pipeline.tasks.registry import get_task
 
     task = get_task(args.task)
     out = output(args)

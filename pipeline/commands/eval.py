@@ -3,7 +3,7 @@
 Each evaluation is one `_register_<name>` function below (parser + `func`) and a `run_<name>`
 that checks the arguments, calls the library (sim_model.evaluate, sim_model.stability,
 pipeline.evaluation) and writes what it returns. Task-specific choices (`--object-mask TASK`,
-`--ground-truth TASK`, the default `--scorer`) come from pipeline.tasks.
+`--ground-truth TASK`, the default `--scorer`) come from pipeline.tasks.registry.
 """
 
 from __future__ import annotations
@@ -37,14 +37,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _model_help() -> str:
-    from pipeline.tasks import TASKS
+    from pipeline.tasks.registry import TASKS
 
     names = ", ".join(repr(t.bundled_model) for t in TASKS.values() if t.bundled_model)
     return f"checkpoint directory or bundled name ({names})"
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    from pipeline.tasks import TASKS
+    from pipeline.tasks.registry import TASKS
 
     parser.add_argument("--model", required=True, help=_model_help())
     parser.add_argument("--out", required=True, help="directory for the report, plots and videos")
@@ -101,7 +101,7 @@ def _register_stability(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_policy(sub: argparse._SubParsersAction) -> None:
-    from pipeline.tasks import TASKS, default_task
+    from pipeline.tasks.registry import TASKS, default_task
 
     default = default_task()
     parser = sub.add_parser(
@@ -174,7 +174,7 @@ def _load_model(args: argparse.Namespace) -> Any:
 
 
 def _analyzer(args: argparse.Namespace) -> Any:
-    from pipeline.tasks import get_task
+    from pipeline.tasks.registry import get_task
 
     return None if args.object_mask == "none" else get_task(args.object_mask).object_analyzer()
 
@@ -289,7 +289,7 @@ def run_policy(args: argparse.Namespace) -> int:
     from pipeline.evaluation import report as out
     from pipeline.evaluation.policy import episode_specs, evaluate_policy
     from pipeline.evaluation.policy_report import policy_table, rollout_grid
-    from pipeline.tasks import get_task, resolve_scorer
+    from pipeline.tasks.registry import get_task, resolve_scorer
     from schemas.job import InitSpec, PolicySource
     from workers.actions.policy import make_policy_source
     from workers.init_frames import list_init_refs

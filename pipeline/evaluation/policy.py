@@ -6,8 +6,9 @@ model's noise and a stochastic policy's draws are the same for a row whatever th
 The policy is the generation job's policy source (workers.actions.policy): a 'module:function'
 callable or class, or a LeRobot pretrained-policy directory, seeing frames (B, V, H, W, 3) uint8
 and state (B, S) and returning actions (B, A). Every episode is scored by a workers.scoring
-scorer from its frames (and predicted state). With a task (pipeline.tasks) as ground truth, the
-same policy also runs from the same initial frames in the task's own environment, e.g. gym-pusht.
+scorer from its frames (and predicted state). With a task (pipeline.tasks.base.Task) as ground
+truth, the same policy also runs from the same initial frames in the task's own environment,
+e.g. gym-pusht.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from pipeline.evaluation.report import label_strip
 from pipeline.evaluation.stats import bootstrap_mean_interval, pearson, wilson_interval
+from pipeline.tasks.base import SideScore  # a task's result type, which a report's episodes hold
 
 CONVENTION = ("horizon T: the policy acts at frames 0..T-1, each action yields the next frame; "
               "frames 0..T are scored. World-model side: the scorer on generated frames. Ground "
@@ -47,14 +48,6 @@ class Summary(BaseModel):
                    mean_score_ci95=Interval(low=low, high=high, method="bootstrap"),
                    successes=k, success_rate=k / n,
                    success_rate_ci95=Interval(low=s_low, high=s_high, method="wilson"))
-
-
-class SideScore(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    score: float
-    success: bool
-    final: float | None = Field(default=None, description="Ground truth: coverage at the last frame.")
 
 
 class EpisodeResult(BaseModel):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.generate.expand import expand
-from pipeline.tasks import resolve_scorer
+from pipeline.tasks.registry import resolve_scorer
 from schemas import EpisodeSpec, FeatureSpec, JobSpec, SpecError
 from schemas.job import ReplaySource
 from sim_model import storage

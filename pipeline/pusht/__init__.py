@@ -1,8 +1,10 @@
-"""PushT, the first task of the registry (pipeline.tasks): gym-pusht, scripted play, scoring.
+"""PushT, the first task of the registry (pipeline.tasks.registry): gym-pusht, scripted play,
+scoring.
 
-gym-pusht stands in for the real robot (DESIGN.md §5); nothing outside `pipeline.pusht` depends
-on it. The rest of the pipeline reaches PushT through `task.PushT`, its entry in
-`pipeline.tasks.TASKS`:
+gym-pusht stands in for the real robot: its physics gives the true frames of any action
+sequence, against which the world model and its data are measured. Nothing outside
+`pipeline.pusht` depends on it. The rest of the pipeline reaches PushT through `task.PushT`, its
+entry in `pipeline.tasks.registry.TASKS`:
 
     task.py        PushT: the Task interface, each method importing what it needs when called
     features.py    pusht_features(resolution): the FeatureSpec of its recordings

@@ -1,5 +1,5 @@
-"""PushT as a task of the registry (pipeline.tasks): gym-pusht play, the pixel coverage scorer,
-T-mask checks, gym-pusht as ground truth, the pixel demonstrator and the bundled model.
+"""PushT as a task of the registry (pipeline.tasks.registry): gym-pusht play, the pixel coverage
+scorer, T-mask checks, gym-pusht as ground truth, the pixel demonstrator and the bundled model.
 
 Cheap to import: each method imports the module it needs (gym-pusht, pymunk, shapely) when called.
 """
@@ -16,8 +16,7 @@ from schemas import FeatureSpec
 if TYPE_CHECKING:
     import numpy as np
 
-    from pipeline.evaluation.policy_report import SideScore
-    from pipeline.tasks.base import CollectProgress, StepProgress
+    from pipeline.tasks.base import CollectProgress, SideScore, StepProgress
     from schemas import EpisodeSpec
     from sim_model.evaluate import FrameAnalyzer
     from workers.actions.base import ActionSource

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.evaluation.policy_report import SideScore
 from pipeline.pusht.env import SUCCESS_COVERAGE, PushTSim
+from pipeline.tasks.base import SideScore
 from schemas import EpisodeSpec, FeatureSpec, SpecError
 from workers.actions.base import ActionSource, Observation, check_actions
 from workers.init_frames import parse_ref

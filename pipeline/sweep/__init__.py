@@ -1,5 +1,5 @@
-"""Bimanual pile sweeping, the second task of the registry (pipeline.tasks): a granular pile,
-two arms (4-D actions), two cameras. A pymunk arena of its own stands in for the real robot.
+"""Bimanual pile sweeping, the second task of the registry (pipeline.tasks.registry): a granular
+pile, two arms (4-D actions), two cameras. A pymunk arena of its own stands in for the real robot.
 
     task.py          Sweep: the Task interface, each method importing what it needs when called
     features.py      sweep_features(resolution): cameras top and side, 4-D action and state

@@ -1,5 +1,5 @@
-"""Bimanual pile sweeping as a task of the registry (pipeline.tasks): the pymunk arena's play,
-the in-goal pixel scorer, the pile's pixel checks, the arena as ground truth and the broom
+"""Bimanual pile sweeping as a task of the registry (pipeline.tasks.registry): the pymunk arena's
+play, the in-goal pixel scorer, the pile's pixel checks, the arena as ground truth and the broom
 demonstrator, and its bundled model (docs/models/sweep.md).
 
 Cheap to import: each method imports the module it needs (pymunk, PIL) when called.
@@ -17,8 +17,7 @@ from schemas import FeatureSpec
 if TYPE_CHECKING:
     import numpy as np
 
-    from pipeline.evaluation.policy_report import SideScore
-    from pipeline.tasks.base import CollectProgress, StepProgress
+    from pipeline.tasks.base import CollectProgress, SideScore, StepProgress
     from schemas import EpisodeSpec
     from sim_model.evaluate import FrameAnalyzer
     from workers.actions.base import ActionSource

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from pipeline.evaluation.policy_report import SideScore
 from pipeline.sweep.env import SUCCESS_FRACTION, State, SweepSim
 from pipeline.sweep.render import CAMERAS, render
+from pipeline.tasks.base import SideScore
 from schemas import EpisodeSpec, FeatureSpec, SpecError
 from workers.actions.base import ActionSource, Observation, check_actions
 from workers.init_frames import parse_ref

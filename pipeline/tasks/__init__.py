@@ -1,53 +1,10 @@
-"""The task registry: each robot task the pipeline knows, by name (see `base.Task`).
+"""Robot tasks: what the pipeline asks of one (the interface) and which ones it knows (the registry).
 
-A task's code lives in its own folder (`pipeline/pusht/`); this file is the one place it is
-registered. `iws collect TASK`, `iws eval ... --object-mask TASK | --ground-truth TASK`, the
-default `--scorer` and the scorer names of job specs all come from `TASKS`. The first entry
-gives the CLI's defaults.
+    base.py        the Task interface and SideScore; imports nothing else of pipeline
+    collecting.py  what every task's `iws collect TASK` shares (--mix, the checks, the run)
+    registry.py    TASKS, each task by name (pipeline/pusht/, pipeline/sweep/), and lookups
+
+The task folders import base.py and collecting.py; registry.py imports the task folders. This
+file imports nothing, so that reaching base.py from a task folder never runs the registry
+(tests/test_import_graph.py holds that order).
 """
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from pipeline.pusht.task import PushT
-from pipeline.sweep.task import Sweep
-from pipeline.tasks.base import Task
-from schemas import SpecError
-
-if TYPE_CHECKING:
-    from workers.scoring import Scorer
-
-_ORDER: list[Task] = [  # typed, so that mypy checks each entry against the Task protocol
-    PushT(),
-    Sweep(),
-]
-TASKS: dict[str, Task] = {task.name: task for task in _ORDER}
-
-
-def get_task(name: str, what: str = "task") -> Task:
-    """The task called `name`; SpecError listing the known ones (`what`: where the name came from)."""
-    if name not in TASKS:
-        raise SpecError(f"{what} '{name}' is unknown; the tasks are {', '.join(TASKS)}.")
-    return TASKS[name]
-
-
-def default_task() -> Task:
-    return next(iter(TASKS.values()))
-
-
-def resolve_scorer(name: str, what: str = "filter.scorer") -> Scorer:
-    """The scorer a job spec or `--scorer` names: a task's by its scorer name ('pusht_coverage')
-    or by the task's name ('pusht'), or a user's 'package.module:function'. Resolved here, on the
-    driver, and handed to the workers."""
-    from workers.scoring import import_scorer
-
-    for task in TASKS.values():
-        if name in (task.scorer_name, task.name):
-            return task.scorer()
-    if ":" in name:
-        return import_scorer(name, what)
-    known = ", ".join(task.scorer_name for task in TASKS.values())
-    raise SpecError(f"{what} '{name}' is unknown; built-in scorers: {known} (or a task's name: "
-                    f"{', '.join(TASKS)}). Or give 'package.module:function' returning "
-                    "(score, success) for an Episode.")

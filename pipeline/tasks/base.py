@@ -18,10 +18,11 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from pydantic import BaseModel, ConfigDict, Field
+
 if TYPE_CHECKING:
     import numpy as np
 
-    from pipeline.evaluation.policy_report import SideScore
     from schemas import EpisodeSpec, FeatureSpec
     from sim_model.evaluate import FrameAnalyzer
     from workers.actions.base import ActionSource
@@ -29,6 +30,17 @@ if TYPE_CHECKING:
 
 CollectProgress = Callable[[int, int], None]  # (episodes in the store, episodes asked for)
 StepProgress = Callable[[int], None]  # episode-steps just done
+
+
+class SideScore(BaseModel):
+    """One episode's score on one side of a policy evaluation: in the world model (the task's
+    scorer on generated frames) or in the task's real environment (`Task.roll_ground_truth`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    score: float
+    success: bool
+    final: float | None = Field(default=None, description="Ground truth: coverage at the last frame.")
 
 
 class Task(Protocol):

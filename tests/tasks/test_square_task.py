@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pipeline.cli import main
-from pipeline.tasks import TASKS
+from pipeline.tasks.registry import TASKS
 from schemas import JobSpec
 from sim_model.data.formats import open_dataset
 from sim_model.data.store import EpisodeStore

@@ -12,7 +12,7 @@ from pipeline.pusht.scorer import (
     frame_coverage,
     score_episode,
 )
-from pipeline.tasks import resolve_scorer
+from pipeline.tasks.registry import resolve_scorer
 from schemas import EpisodeMeta, SpecError
 from sim_model.data.episode import Episode
 from workers.scoring import TaskScore

@@ -15,7 +15,7 @@ from pipeline.sweep.env import SweepSim
 from pipeline.sweep.features import sweep_features
 from pipeline.sweep.scorer import frame_in_goal, score_episode
 from pipeline.sweep.truth import roll_sweep
-from pipeline.tasks import TASKS, resolve_scorer
+from pipeline.tasks.registry import TASKS, resolve_scorer
 from schemas import EpisodeSpec
 from sim_model.data.store import EpisodeStore
 

@@ -1,5 +1,5 @@
-"""The task registry (pipeline.tasks): every entry complete and consistent, choices and errors
-drawn from it, and no task named below the pipeline."""
+"""The task registry (pipeline.tasks.registry): every entry complete and consistent, choices and
+errors drawn from it, and no task named below the pipeline."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import build_parser
-from pipeline.tasks import TASKS, default_task, get_task, resolve_scorer
+from pipeline.tasks.registry import TASKS, default_task, get_task, resolve_scorer
 from schemas import SpecError
 from sim_model.checkpoint import BUNDLED
 

@@ -12,8 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pipeline.evaluation.policy_report import SideScore
-from pipeline.tasks.base import CollectProgress, StepProgress
+from pipeline.tasks.base import CollectProgress, SideScore, StepProgress
 from schemas import CameraSpec, EpisodeMeta, EpisodeSpec, FeatureSpec
 from sim_model.data.episode import Episode
 from sim_model.data.store import EpisodeStore
