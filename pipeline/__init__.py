@@ -1,11 +1,19 @@
-"""Jobs: spec -> episodes -> datasets; CLI; evaluation; tasks.
+"""Jobs: spec -> episodes -> datasets; CLI; evaluation; teleop; training on Ray; tasks.
 
-    cli.py, commands/   `iws` and its subcommands (parse, call, print)
+Top first; a part imports only the parts below it (tests/test_import_graph.py):
+
+    cli.py, commands/   `iws` and its subcommands (parse, call, print); `iws export` and
+                        `iws import` call sim_model.data.formats directly
     generate/           generation jobs: spec -> preflight -> Ray replicas -> datasets
-    export/, imports/   re-exports for experiments/ only: formats live in sim_model.data.formats
     evaluation/         `iws eval`: fidelity, stability and policy reports
     teleop/             the live browser session
-    tasks/              the task registry (TASKS) and the Task interface; the CLI's task choices,
-                        job specs' scorer names and ground truths come from it
-    pusht/              PushT (gym-pusht), the first task, in its own folder
+    train_cluster.py    `iws train --workers N`: one stage on Ray Train's data-parallel workers
+    train_submit.py     `iws submit train`: a training stage as a Ray job
+    tasks/registry.py   TASKS: the tasks by name; the CLI's task choices, job specs' scorer names
+                        and ground truths come from it
+    pusht/, sweep/      the tasks, one folder each: PushT (gym-pusht) and bimanual pile sweeping
+    tasks/base.py,      the Task interface and what every task's collection shares
+      tasks/collecting.py
+    ray_connect.py      joining or starting Ray, for generation and training alike
+    ray_jobs.py         Ray's Jobs API: what `iws submit` sends, follows and stops
 """

@@ -1,6 +1,22 @@
 """The import graph of the whole tree: no circle, and every import points down the layers
-`experiments -> pipeline -> workers -> sim_model -> schemas`, with the storage and data floors at the
-bottom of sim_model. Every import counts: top-level, inside a function, or under TYPE_CHECKING."""
+`pipeline -> workers -> sim_model -> schemas`, with the storage and data floors at the bottom of
+sim_model, and down pipeline's own ranks (PIPELINE). Above the product sit its two clients,
+experiments/ and benchmarks/: each may import anything in the product, nothing imports either,
+and neither imports the other. Every import counts: top-level, inside a function, or under
+TYPE_CHECKING; and importing `a.b.c` counts as importing the package `a.b` too, since it runs
+`a/b/__init__.py` first.
+
+Pipeline's ranks, top first, as the code imports today. The CLI calls the jobs; the jobs
+(generation, evaluation, teleop, training on Ray) look tasks up in the registry; the registry
+imports each task folder; the task folders build on what tasks/ shares. So the registry
+(tasks/registry.py) sits above the task folders and the Task interface (tasks/base.py, with
+SideScore, the score a task's ground truth returns) below them, and tasks/__init__.py imports
+nothing, so that reaching tasks/base.py never runs the registry. The jobs hand each other
+nothing; what two of them share lives at the bottom: joining Ray (ray_connect.py: generation and
+Ray Train) and Ray's Jobs API (ray_jobs.py: `iws submit` of a generation job or a training
+stage). train_submit.py checks `iws train` arguments with the parser the CLI hands it
+(commands/train.py `submission_parser`) rather than importing the CLI above it.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +24,24 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("schemas", "sim_model", "workers", "pipeline", "experiments")  # bottom first
+LAYERS = ("schemas", "sim_model", "workers", "pipeline", "experiments", "benchmarks")  # bottom first
+CLIENTS = ("experiments", "benchmarks")  # above the product, side by side
 # What each floor may import from iws, besides itself.
 FLOORS = {
     "sim_model.storage": ("schemas",),
     "sim_model.data.formats": ("schemas", "sim_model.storage", "sim_model.data"),
 }
+# Pipeline's parts, top first: a part may import the parts of lower ranks, never one of its own
+# rank or above. A module belongs to the longest part naming it (tasks.registry, not tasks).
+PIPELINE = (
+    ("pipeline.cli",),
+    ("pipeline.commands",),
+    ("pipeline.generate", "pipeline.evaluation", "pipeline.teleop", "pipeline.train_cluster",
+     "pipeline.train_submit"),
+    ("pipeline.tasks.registry",),
+    ("pipeline.pusht", "pipeline.sweep"),
+    ("pipeline.tasks", "pipeline.ray_connect", "pipeline.ray_jobs"),  # import nothing of pipeline
+)
 
 
 def _modules() -> dict[str, Path]:
@@ -26,7 +54,8 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports() -> dict[str, set[str]]:
-    """module -> the tree's modules it imports (`from a import b` counts as a.b where that is one)."""
+    """module -> the tree's modules it imports (`from a import b` counts as a.b where that is one),
+    with the packages an import runs on the way (not the importer's own: those have run)."""
     modules = _modules()
 
     def resolve(name: str) -> str | None:
@@ -48,8 +77,16 @@ def _imports() -> dict[str, set[str]]:
                     base = ".".join([*up, base] if base else up)
                 targets |= {resolve(f"{base}.{a.name}") if f"{base}.{a.name}" in modules
                             else resolve(base) for a in node.names}
+        own = _packages(name) | {name}
+        targets |= {p for t in targets if t for p in _packages(t) if p in modules and p not in own}
         graph[name] = {t for t in targets if t and t != name}
     return graph
+
+
+def _packages(name: str) -> set[str]:
+    """The packages above a module: a.b.c -> {a, a.b}."""
+    parts = name.split(".")
+    return {".".join(parts[:i]) for i in range(1, len(parts))}
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -104,9 +141,36 @@ def test_no_import_circle() -> None:
 
 def test_every_import_points_down_the_layers() -> None:
     rank = {layer: i for i, layer in enumerate(LAYERS)}
+    rank.update({client: len(LAYERS) for client in CLIENTS})
     upward = [f"{m} -> {t}" for m, targets in _imports().items() for t in sorted(targets)
-              if rank[t.split(".")[0]] > rank[m.split(".")[0]]]
+              if t.split(".")[0] != m.split(".")[0] and rank[t.split(".")[0]] >= rank[m.split(".")[0]]]
     assert upward == []
+
+
+def _part(module: str) -> tuple[int, str] | None:
+    """(rank, part) of a pipeline module; None for the package `pipeline` itself or an unranked one."""
+    named = [(len(part), rank, part) for rank, parts in enumerate(PIPELINE) for part in parts
+             if _within(module, part)]
+    return max(named)[1:] if named else None
+
+
+def test_every_pipeline_module_has_a_rank() -> None:
+    unranked = [m for m in _modules() if _within(m, "pipeline") and m != "pipeline" and _part(m) is None]
+    assert unranked == []
+
+
+def test_pipeline_imports_point_down_its_ranks() -> None:
+    """Top rank first in PIPELINE: an import across parts must reach a lower rank."""
+    offenders = []
+    for module, targets in _imports().items():
+        here = _part(module)
+        if here is None:
+            continue
+        for target in sorted(targets):
+            there = _part(target)
+            if there is not None and there[1] != here[1] and there[0] <= here[0]:
+                offenders.append(f"{module} ({here[1]}) -> {target} ({there[1]})")
+    assert offenders == []
 
 
 def test_the_floors_import_only_what_lies_below_them() -> None:
@@ -124,3 +188,10 @@ def test_the_graph_sees_a_circle_and_an_upward_import() -> None:
     graph = _imports()
     assert "sim_model.storage.atomic" in graph["sim_model.checkpoint"]  # from a import b: a.b
     assert "sim_model.data.formats.lerobot_repair" in graph["sim_model.data.formats.lerobot_writer"]
+    assert "pipeline.train_cluster" in graph["pipeline.commands.train"]  # inside a function
+    assert "pipeline.tasks.base" in graph["pipeline.evaluation.policy"]  # under TYPE_CHECKING
+    assert "pipeline.tasks" in graph["pipeline.pusht.collect"]  # the package an import runs
+    assert "pipeline.tasks" not in graph["pipeline.tasks.registry"]  # not its own package
+    assert _part("pipeline.tasks.registry") == (3, "pipeline.tasks.registry")
+    assert _part("pipeline.tasks.base") == (5, "pipeline.tasks")
+    assert any(m.startswith("benchmarks.") for m in graph)

@@ -1,8 +1,10 @@
 """WorldModelReplica: loads a checkpoint once, then rolls fixed groups of episodes in lockstep.
 
-It is a plain class with no Ray import: the driver makes each replica a Ray actor
+It is a plain class, not a Ray actor: the driver makes each replica one
 (pipeline/generate/ray_exec.py; restarted if killed, its call retried) and hands groups to
-whichever replica is free, and rolls groups in-process with one while Ray starts. One call is one
+whichever replica is free, and rolls groups in-process with one while Ray starts. Only
+`process`, which the driver calls on an actor, imports Ray (inside the method), so the class
+loads and rolls without a Ray runtime, as that in-process replica does. One call is one
 *group*: the JSON list of EpisodeSpecs that always roll together, so a retried group replays
 exactly the same batch and writes byte-identical episodes.
 
@@ -78,8 +80,8 @@ class WorldModelReplica:
         self.features = episode_features(self.wm.features, self.wm.has_state)
         self.sources = {name: make_action_source(cfg, self.wm.features, self.device)
                         for name, cfg in self.job.action_sources.items()}
-        # The driver hands over the filter's scorer (pipeline.tasks.resolve_scorer); without
-        # one, a 'module:function' in the spec is imported here.
+        # The driver hands over the filter's scorer (pipeline.tasks.registry.resolve_scorer);
+        # without one, a 'module:function' in the spec is imported here.
         if scorer is None and self.job.filter is not None:
             scorer = import_scorer(self.job.filter.scorer)
         self.scorer = scorer
