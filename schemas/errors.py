@@ -11,6 +11,12 @@ from pydantic import BaseModel, ValidationError
 M = TypeVar("M", bound=BaseModel)
 
 
+# What `iws schema NAME` prints (pipeline/commands/schema.py), by model: an error in one of these
+# points at its NAME.
+SCHEMA_NAMES = {"JobSpec": "job", "FeatureSpec": "features", "EpisodeSpec": "episode",
+                "EpisodeRecord": "record", "RunManifest": "manifest", "TrainConfig": "train"}
+
+
 class SpecError(ValueError):
     """A user-supplied spec, argument or file is invalid; the message says what and how to fix it."""
 
@@ -50,7 +56,9 @@ def describe_validation_error(error: ValidationError, model: type[BaseModel], so
             )
         else:
             lines.append(f"  - field '{where}' = {_short(item.get('input'))}: {msg}.")
-    lines.append(f"Run `iws schema {model.__name__.removesuffix('Spec').lower()}` to see every field.")
+    name = SCHEMA_NAMES.get(model.__name__)
+    if name is not None:
+        lines.append(f"Run `iws schema {name}` to see every field.")
     return "\n".join(lines)
 
 

@@ -241,6 +241,4 @@ def load_mapping(path: str | Path) -> ActionMapping:
     try:
         return load_yaml(ActionMapping, path)
     except SpecError as error:
-        text = str(error).replace("Run `iws schema actionmapping` to see every field.",
-                                  "docs/teleop.md lists the mapping fields.")
-        raise SpecError(text) from None
+        raise SpecError(f"{error}\ndocs/teleop.md lists the mapping fields.") from None

@@ -97,8 +97,7 @@ class EpisodeStore(EpisodeReader):
             raise damaged(location, locate(location, root, (layout.ENDS_KEY, layout.META_KEY)),
                           error) from None
         if episode_store is None:  # outside the try: a missing store is not a damaged one
-            raise StoreNotFound(f"no episode store at {location}; create one with "
-                                "EpisodeStore.create(path, features) (or `iws collect`).")
+            raise StoreNotFound(_not_found(location))
         if mode == "a":
             episode_store._repair()
         return episode_store
@@ -237,6 +236,15 @@ class EpisodeStore(EpisodeReader):
             log.warning("repaired torn tail in %s (writer was interrupted): truncated %s to %d "
                         "episodes / %d frames", self._location, torn, count, rows)
         self.refresh()
+
+
+def _not_found(location: str) -> str:
+    """Why there is no episode store at `location`, and the commands that make one."""
+    if not is_url(location) and (Path(location) / "meta" / "info.json").is_file():
+        return (f"{location} is a LeRobot dataset, not an iws episode store; convert it with "
+                f"`iws import {location} DEST` and pass DEST.")
+    return (f"no episode store at {location}; record one with `iws collect`, or convert a LeRobot "
+            "v3.0 dataset or Diffusion-Policy Zarr store with `iws import SRC DEST`.")
 
 
 def _try_open_group(store: Any) -> Any | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 
 import pytest
 
@@ -21,3 +22,24 @@ def test_eval_help_is_for_users() -> None:
     sub = next(a for a in parser._actions if a.dest == "command").choices["eval"]
     text = sub.format_help()
     assert "iws eval fidelity" in text and "_register_" not in text and "EVALUATIONS" not in text
+
+
+def test_every_schema_a_validation_error_points_at_exists(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34: a bad `iws train --config` said "run `iws schema trainconfig`", which did not
+    exist. Each model whose errors name `iws schema NAME` is printed by that command."""
+    import schemas
+    from pipeline.commands.schema import MODELS
+    from schemas.errors import SCHEMA_NAMES
+    from sim_model.train.config import TrainConfig  # imports torch
+
+    models = [schemas.JobSpec, schemas.FeatureSpec, schemas.EpisodeSpec, schemas.EpisodeRecord,
+              schemas.RunManifest, TrainConfig]
+    for model in models:
+        with pytest.raises(schemas.SpecError) as info:
+            schemas.validate(model, {"not_a_field": 1}, source="x.yaml")
+        hint = str(info.value).splitlines()[-1]
+        assert hint.startswith("Run `iws schema "), hint
+        name = hint.removeprefix("Run `iws schema ").split("`")[0]
+        assert main(["schema", name]) == 0
+        assert json.loads(capsys.readouterr().out)["title"] == model.__name__
+    assert sorted(SCHEMA_NAMES.values()) == sorted(MODELS)

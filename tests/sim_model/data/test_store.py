@@ -284,3 +284,16 @@ def test_sigkilled_writer_leaves_consistent_store(tmp_path: Path) -> None:
         store.append(make_pusht_episode(FEATURES, i, episode_length(i)))
     final = EpisodeStore.open(path)
     assert [e.checksum() for e in final] == [_expected_checksum(i) for i in range(n + 2)]
+
+
+def test_a_missing_store_names_the_commands_that_make_one(tmp_path) -> None:
+    """Issue 34: `--data` pointing at no store suggested EpisodeStore.create, the Python API."""
+    for path in (tmp_path / "missing.zarr", tmp_path):
+        with pytest.raises(SpecError) as info:
+            EpisodeStore.open(path, "r")
+        message = str(info.value)
+        assert "`iws collect`" in message and "`iws import" in message and "EpisodeStore" not in message, message
+    (tmp_path / "lerobot" / "meta").mkdir(parents=True)
+    (tmp_path / "lerobot" / "meta" / "info.json").write_text("{}")
+    with pytest.raises(SpecError, match=f"{tmp_path / 'lerobot'} is a LeRobot dataset.*`iws import {tmp_path / 'lerobot'} "):
+        EpisodeStore.open(tmp_path / "lerobot", "r")
