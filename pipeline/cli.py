@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import logging
+import os
+import select
+import signal
 import sys
 
 from pipeline.commands import collect, export, generate, import_, schema, submit, teleop, train
@@ -25,6 +28,16 @@ def _version() -> str:
         return "(not installed)"
 
 
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (poll reports an error on it)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows) or no real stdout
+        return False
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="iws", description="Interactive world simulator: generate "
                                      "robot demonstrations with a learned world model.")
@@ -38,11 +51,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # argparse itself ignores a closed pipe under --help
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         result = args.func(args)
+        sys.stdout.flush()  # now, not at exit, where a closed pipe could only be a traceback
+    except BrokenPipeError:
+        if not _stdout_closed():  # a socket's, not standard output's: not ours to hide
+            raise
+        # The reader (`iws schema job | head`) has what it wanted: stop as a Unix tool does on
+        # SIGPIPE, without a word, and with nothing left for Python to flush at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except (SpecError, UserError, FileNotFoundError, PermissionError) as error:
         print(f"iws {args.command}: error: {error}", file=sys.stderr)
         return 2

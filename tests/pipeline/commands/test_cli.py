@@ -43,3 +43,21 @@ def test_every_schema_a_validation_error_points_at_exists(capsys: pytest.Capture
         assert main(["schema", name]) == 0
         assert json.loads(capsys.readouterr().out)["title"] == model.__name__
     assert sorted(SCHEMA_NAMES.values()) == sorted(MODELS)
+
+
+@pytest.mark.parametrize("args", [["schema", "job"], ["schema", "episode"]])  # over a buffer's worth, and under
+def test_a_closed_pipe_ends_the_output_quietly(args: list[str]) -> None:
+    """Issue 34: `iws schema job | head` ended in a BrokenPipeError traceback. Like a Unix tool the
+    command stops without a word, with the status of one that SIGPIPE ended."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write, as `head` is once it has its lines
+    try:
+        done = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write)
+    assert done.stderr == "" and done.returncode == 141, done.stderr
