@@ -13,6 +13,8 @@ checks keep it out, as notebook servers do:
   rebound to 127.0.0.1 gets nowhere even before the token is checked.
 
 Clients that are not browsers (scripts, tests) send no Origin; the token alone decides for them.
+The page itself, whose address holds the token, is sent with headers that keep it to itself
+(`page_headers`): not cached, not framed, no Referer, only its own script and style.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ PUBLIC_PREFIXES = ("/static/",)
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain"}
 # An absolute local path inside a message: '/' at the start or after a space, quote, bracket,
 # '=' or ':' followed by a space (so 's3://bucket/key' and 'units/s' are left alone).
+HOST_PORT = re.compile(r"[A-Za-z0-9.\-]+(:[0-9]+)?|\[[0-9A-Fa-f:.]+\](:[0-9]+)?")  # nothing a policy could parse
 ABSOLUTE_PATH = re.compile(r"(?:^|(?<=[\s'\"(\[=,]))/[^\s'\"()\[\],;]+")
 
 
@@ -83,6 +86,19 @@ class Access:
             if reason is not None:
                 raise web.HTTPForbidden(text=f"403 forbidden: {reason}\n")
         return await handler(request)
+
+
+def page_headers(host: str) -> dict[str, str]:
+    """For the page, whose address carries the token: it is never cached, framed by another
+    site or named in a Referer, and runs only the package's own script and style (`host`, the
+    address it was asked for, is where its socket goes: not every browser counts ws: as 'self')."""
+    socket = f" ws://{host} wss://{host}" if HOST_PORT.fullmatch(host) else ""
+    policy = ("default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self'",
+              f"connect-src 'self'{socket}", "base-uri 'none'", "form-action 'none'",
+              "frame-ancestors 'none'")
+    return {"Content-Security-Policy": "; ".join(policy), "X-Frame-Options": "DENY",
+            "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+            "X-Content-Type-Options": "nosniff"}
 
 
 def display_name(location: str | None) -> str | None:

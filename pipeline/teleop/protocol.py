@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 import struct
 from collections import deque
 
@@ -99,6 +100,27 @@ class RateMeter:
     def _trim(self, now: float) -> None:
         while self._times and now - self._times[0] > self.window_s:
             self._times.popleft()
+
+
+# The deepest a tab's message nests is 2 ({"keys": [...]}); json.loads recurses once per level
+# and raises RecursionError a thousand deep, which a 64 KiB message reaches easily.
+MAX_NESTING = 8
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def parse_message(text: str) -> dict | None:
+    """A tab's JSON text message as an object with a "type", or None when it is not one (not
+    JSON, not an object, or nested deeper than MAX_NESTING)."""
+    depth = 0
+    for char in _STRING.sub("", text):  # brackets inside strings do not nest
+        depth += (char in "[{") - (char in "]}")
+        if depth > MAX_NESTING:
+            return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and "type" in data else None
 
 
 def is_index(value: object) -> bool:

@@ -24,9 +24,9 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from pipeline.teleop.access import Access, scrub_paths
+from pipeline.teleop.access import Access, page_headers, scrub_paths
 from pipeline.teleop.loop import Command, SimLoop, TickPacket
-from pipeline.teleop.protocol import RateMeter, clean_input, is_index
+from pipeline.teleop.protocol import RateMeter, clean_input, is_index, parse_message
 from pipeline.teleop.recording import EpisodeWriter, SavedEpisode
 from schemas.errors import UserError
 from sim_model.data.episode import Episode
@@ -134,7 +134,7 @@ class TeleopServer:
 
     # -- HTTP -----------------------------------------------------------------------------------
     async def _index(self, request: web.Request) -> web.FileResponse:
-        return web.FileResponse(STATIC / "index.html")
+        return web.FileResponse(STATIC / "index.html", headers=page_headers(request.host))
 
     async def _status(self, request: web.Request) -> web.Response:
         return web.json_response({**self.sim.status, "stats": self._stats(None),
@@ -181,12 +181,11 @@ class TeleopServer:
             self._send(client, {"type": "role", "role": "controller"})
 
     def _on_message(self, client: Client, text: str) -> None:
-        try:
-            data = json.loads(text)
-            kind = data["type"]
-        except (ValueError, KeyError, TypeError):
+        data = parse_message(text)
+        if data is None:
             self._send(client, {"type": "error", "message": "malformed message"})
             return
+        kind = data["type"]
         if kind == "ack":
             self._on_ack(client, data.get("seq"))
         elif kind == "take_control":

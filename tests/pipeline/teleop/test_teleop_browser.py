@@ -104,6 +104,10 @@ def test_keys_drive_the_model_and_recordings_reach_the_store(teleop_url: str, tm
             args=CHROMIUM_ARGS)
         errors: list[str] = []
         context.on("page", lambda p: p.on("pageerror", lambda e: errors.append(str(e))))
+        # The page's Content-Security-Policy must allow all it loads and connects to. It refuses
+        # eval, which Playwright uses for a wait_for_function expression: each is a function.
+        context.on("page", lambda p: p.on("console", lambda m: errors.append(m.text)
+                                          if "Content Security Policy" in m.text else None))
         try:
             assert foreign_page_attack(context, teleop_url) == "refused"
             page = context.new_page()
@@ -111,31 +115,31 @@ def test_keys_drive_the_model_and_recordings_reach_the_store(teleop_url: str, tm
             assert page.goto(base).status == 403  # the address without its token
             assert page.goto(f"{base}?token=guessed").status == 403
             page.goto(teleop_url)
-            page.wait_for_function("Number(document.getElementById('step').dataset.seq) > 2")
+            page.wait_for_function("() => Number(document.getElementById('step').dataset.seq) > 2")
             assert page.inner_text("#role") == "controlling"
             before, x0 = canvas(page), float(page.inner_text("#action-0"))
 
             page.keyboard.down("ArrowRight")
-            page.wait_for_function(f"Number(document.getElementById('action-0').textContent) > {x0 + 30}")
+            page.wait_for_function(f"() => Number(document.getElementById('action-0').textContent) > {x0 + 30}")
             assert canvas(page) != before  # new frames are drawn
             page.click("#rec-start")  # --max-steps stops and saves it after N steps
-            page.wait_for_function("document.getElementById('saved').textContent.includes('#0')")
+            page.wait_for_function("() => document.getElementById('saved').textContent.includes('#0')")
             page.keyboard.up("ArrowRight")
 
             watcher = context.new_page()  # a second tab watches and cannot drive
             watcher.goto(teleop_url)
-            watcher.wait_for_function("Number(document.getElementById('step').dataset.seq) > 0")
+            watcher.wait_for_function("() => Number(document.getElementById('step').dataset.seq) > 0")
             assert watcher.inner_text("#role") == "watching"
             assert watcher.is_disabled("#rec-start")
             shown = seq(watcher)
-            watcher.wait_for_function(f"Number(document.getElementById('step').dataset.seq) > {shown + 3}")
+            watcher.wait_for_function(f"() => Number(document.getElementById('step').dataset.seq) > {shown + 3}")
 
             page.bring_to_front()
             page.keyboard.down("ArrowDown")
             page.click("#rec-start")
-            page.wait_for_function("Number(document.getElementById('rec-status').dataset.steps) >= 2")
+            page.wait_for_function("() => Number(document.getElementById('rec-status').dataset.steps) >= 2")
             page.click("#rec-stop")
-            page.wait_for_function("document.getElementById('saved').textContent.includes('#1')")
+            page.wait_for_function("() => document.getElementById('saved').textContent.includes('#1')")
             page.keyboard.up("ArrowDown")
             assert float(page.inner_text("#sim-fps")) > 0
             assert float(page.inner_text("#delivered-fps")) > 0
@@ -145,19 +149,19 @@ def test_keys_drive_the_model_and_recordings_reach_the_store(teleop_url: str, tm
             pad = context.new_page()
             pad.add_init_script(GAMEPAD)
             pad.goto(teleop_url)
-            pad.wait_for_function("Number(document.getElementById('step').dataset.seq) > 0")
+            pad.wait_for_function("() => Number(document.getElementById('step').dataset.seq) > 0")
             pad.click("#take-control")
-            pad.wait_for_function("document.getElementById('role').textContent === 'controlling'")
+            pad.wait_for_function("() => document.getElementById('role').textContent === 'controlling'")
             pad.evaluate("window.pad.axes = [-1, 0, 0, 0]")  # left stick fully left
             press_start = "window.pad.buttons[9] = {pressed: true}; setTimeout(() => " \
                 "window.pad.buttons[9] = {pressed: false}, 200)"
             pad.evaluate(press_start)  # Start: record
-            pad.wait_for_function("Number(document.getElementById('rec-status').dataset.steps) >= 3")
+            pad.wait_for_function("() => Number(document.getElementById('rec-status').dataset.steps) >= 3")
             pad.evaluate(press_start)  # Start again: stop and save
-            pad.wait_for_function("document.getElementById('saved').textContent.includes('#2')")
+            pad.wait_for_function("() => document.getElementById('saved').textContent.includes('#2')")
         finally:
             context.close()
-    assert errors == []  # no script errors in any tab
+    assert errors == []  # no script errors and nothing the page's policy refused, in any tab
 
     store = EpisodeStore.open(tmp_path / "demos.zarr")
     assert len(store) == 3

@@ -178,3 +178,40 @@ def test_page_static_files_and_status(tiny_checkpoint: Path, tiny_pusht_store: E
         assert status["stats"]["target_fps"] == 20
 
     asyncio.run(serve(server, scenario))
+
+
+def test_deeply_nested_json_is_refused_and_the_socket_lives_on(
+        tiny_checkpoint: Path, tiny_pusht_store: EpisodeStore, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 34: a message nested thousands deep (within the 64 KiB a message may hold) made
+    json.loads raise RecursionError, which the server logged as an uncaught error and which
+    closed the tab's socket. It is a malformed message like any other."""
+    server = make_server(tiny_checkpoint, tiny_pusht_store, None)
+
+    async def scenario(http: aiohttp.ClientSession, url: str) -> None:
+        tab = await Tab.open(http, url, "a")
+        for text in ("[" * 60000, '{"type": "input", "keys": ' + "[" * 30000 + "]" * 30000 + "}"):
+            await tab.ws.send_str(text)
+            assert "malformed" in (await tab.message("error"))["message"]
+        await tab.send(type="input", keys=["ArrowRight"], axes=[])  # shallow messages still work
+        await tab.frame()
+
+    with caplog.at_level("DEBUG"):
+        asyncio.run(serve(server, scenario))
+    assert "RecursionError" not in caplog.text and "Error handling request" not in caplog.text
+
+
+def test_the_page_that_carries_the_token_is_kept_to_itself(tiny_checkpoint: Path,
+                                                           tiny_pusht_store: EpisodeStore) -> None:
+    """Issue 34: the page's address holds the launch's secret token. Its response is not to be
+    cached, framed by another site, or named in a Referer, and runs only the package's own files."""
+    server = make_server(tiny_checkpoint, tiny_pusht_store, None)
+
+    async def scenario(http: aiohttp.ClientSession, url: str) -> None:
+        headers = (await http.get(url)).headers
+        assert headers["Cache-Control"] == "no-store" and headers["X-Frame-Options"] == "DENY"
+        assert headers["Referrer-Policy"] == "no-referrer"
+        policy = dict(part.strip().split(" ", 1) for part in headers["Content-Security-Policy"].split(";"))
+        assert policy["default-src"] == "'none'" and policy["script-src"] == "'self'"
+        assert policy["frame-ancestors"] == "'none'"
+
+    asyncio.run(serve(server, scenario))
