@@ -105,9 +105,18 @@ def _token_source() -> str:
     return TOKEN_VAR if os.environ.get(TOKEN_VAR, "").strip() else TOKEN_PATH_VAR
 
 
+def _check_address(address: str | None) -> None:
+    """UserError at once for an --address without a scheme: Ray's client takes HOST:PORT for a
+    cluster's own (GCS) address and waits ~35 s for it to answer before failing."""
+    if address is not None and "://" not in address and address != "auto":
+        raise UserError(f"--address {address} has no scheme; give the Ray dashboard's HTTP address, "
+                        f"e.g. --address http://{address} (the Jobs API, port 8265 by default).")
+
+
 def run(args: argparse.Namespace) -> int:
     from pipeline import ray_jobs
 
+    _check_address(args.address)
     if args.stop:
         if args.job:
             raise UserError("give either a job file to submit or --stop JOB_ID, not both.")

@@ -85,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.steps is not None and args.steps < 1:
         raise UserError(f"--steps must be at least 1, got {args.steps}.")
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads must be at least 1, got {args.threads}.")
     if args.cache_mb is not None and args.cache_mb <= 0:
         raise UserError(f"--cache-mb must be a positive size in MiB, got {args.cache_mb:g}.")
     if args.workers is None:

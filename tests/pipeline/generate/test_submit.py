@@ -158,6 +158,11 @@ def test_submit_refuses_what_would_fail_on_the_cluster(tmp_path: Path, tiny_chec
         str(job), "--working-dir", str(tmp_path / "job" / "init"), "--address", unreachable)
     assert "episodes" in refused(str(job), "--set", "episodes=0", "--address", unreachable)
     assert "either a job file to submit or --stop" in refused(str(job), "--stop", "raysubmit_x")
+    # Issue 34: without a scheme, Ray's client took HOST:PORT for a cluster and hung ~35 s.
+    for args in ([str(job)], ["--stop", "raysubmit_x"]):
+        started = time.monotonic()
+        err = refused(*args, "--address", "127.0.0.1:8265")
+        assert "--address http://127.0.0.1:8265" in err and time.monotonic() - started < 5, err
 
 
 def test_stopping_an_unknown_job_is_a_clear_error(ray_head: RayHead, capsys, monkeypatch) -> None:

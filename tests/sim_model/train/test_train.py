@@ -190,6 +190,15 @@ def test_cli_errors(moving_squares_store, tmp_path, capsys) -> None:
     assert "autoencoder.stepz" in capsys.readouterr().err
     assert iws(["train", "--stage", "autoencoder", "--data", str(moving_squares_store),
                 "--out", str(tmp_path / "o"), "--steps", "0"]) == 2
+    capsys.readouterr()
+    for threads in ("0", "-2"):  # issue 34: -2 ended in torch's RuntimeError, 0 was taken silently
+        for workers in ([], ["--workers", "2"]):
+            assert iws(["train", "--stage", "autoencoder", "--data", str(moving_squares_store), "--out",
+                        str(tmp_path / "t"), "--preset", "tiny", "--steps", "1", "--threads", threads,
+                        *workers]) == 2
+            err = capsys.readouterr().err
+            assert f"--threads must be at least 1, got {threads}" in err and "Traceback" not in err, err
+    assert not (tmp_path / "t").exists()
 
 
 def test_preset_is_fixed_per_run(moving_squares_store, tmp_path) -> None:
