@@ -9,9 +9,11 @@ The job's first group is split in two (`job_groups`), so the first episodes are 
 rollout of LEAD_GROUP episodes rather than of `batch_size`. That leaves every episode's bytes as
 they were: with scripted and replayed actions (seeded per episode) the rows of a batch do not
 depend on each other, and the model's kernels give a row the same result in any batch of two or
-more (tests/pipeline/generate/test_generate_groups.py checks both on the bundled model's architecture).
-A batch of one takes other kernels, so no sub-group is made smaller than two; policy sources see
-the whole batch, and GPU kernels were not checked, so such jobs keep their groups as they are.
+more that this check covers (tests/pipeline/generate/test_generate_groups.py, on the bundled
+model's architecture). Smaller batches can take other kernels: a batch of one does everywhere,
+and on an AMD EPYC (2026-12) a batch of two gave other bytes than the same rows among eight, so
+the first group is split as [4, batch - 4] and no sub-group is smaller than four; policy sources
+see the whole batch, and GPU kernels were not checked, so such jobs keep their groups as they are.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 from schemas import EpisodeSpec, JobSpec
 from schemas.job import PolicySource
 
-LEAD_GROUP = 2  # episodes in the job's first group when it is split
+LEAD_GROUP = 4  # episodes in the job's first group when it is split
 SOURCE_BLOCK = 10  # consecutive episodes whose sources are shuffled among themselves (assign_sources)
 
 
