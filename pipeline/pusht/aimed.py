@@ -41,8 +41,8 @@ from pipeline.pusht.primitives import (
     CANVAS_CENTRE,
     PRIMITIVES,
     Primitive,
-    approach,
     block_moved,
+    first_approach,
     push,
     reposition,
 )
@@ -134,15 +134,11 @@ def lever(sim: PushTSim, rng: np.random.Generator) -> Primitive:
     """Push a bar end sideways, open loop, 60-130 units at 6-12 a step: the T turns until the
     agent slides off. Succeeds when it turned >= LEVER_TURN."""
     pose0 = sim.last.block_pose
-    for _ in range(30):
-        point, normal = BAR_ENDS[int(rng.integers(len(BAR_ENDS)))]
-        plan = approach(sim, pose0, point, normal)
-        if plan is not None:
-            break
-    else:
+    found = first_approach(sim, pose0, lambda: BAR_ENDS[int(rng.integers(len(BAR_ENDS)))])
+    if found is None:
         yield from reposition(sim, rng)
         return None
-    start, path = plan
+    start, path, normal = found
     push_along = rotation(pose0[2]) @ -normal
     end = np.clip(start + push_along * rng.uniform(60.0, 130.0), ACTION_LOW, ACTION_HIGH)
     yield from follow(sim.last.agent, path, rng.uniform(18.0, 30.0))

@@ -78,6 +78,19 @@ def approach(sim: PushTSim, pose: np.ndarray, point: np.ndarray, normal: np.ndar
     return None if path is None else (start, [*path, start])
 
 
+def first_approach(sim: PushTSim, pose: np.ndarray,
+                   draw: Callable[[], tuple[np.ndarray, np.ndarray]],
+                   ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray] | None:
+    """(pre-contact position, path to it, local normal) of the first of PLAN_TRIES contacts
+    `draw()` gives (block-local point, outward normal) that the agent can reach; None if none."""
+    for _ in range(PLAN_TRIES):
+        point, normal = draw()
+        plan = approach(sim, pose, point, normal)
+        if plan is not None:
+            return plan[0], plan[1], normal
+    return None
+
+
 def _retreat(sim: PushTSim, away: np.ndarray) -> Iterator[np.ndarray]:
     """Back the agent off the block by about one clearance along the unit vector `away`."""
     yield np.clip(sim.last.agent + away * (CLEARANCE + 8.0), ACTION_LOW, ACTION_HIGH)
@@ -147,15 +160,11 @@ def contact(sim: PushTSim, rng: np.random.Generator) -> Primitive:
     """Small random contact: approach a random point of the outline, press in 8-30 units
     slowly, pause, back off. Succeeds when the block moved at all."""
     pose0 = sim.last.block_pose
-    for _ in range(PLAN_TRIES):
-        point, normal = _sample_contact(rng)
-        plan = approach(sim, pose0, point, normal)
-        if plan is not None:
-            break
-    else:
+    found = first_approach(sim, pose0, lambda: _sample_contact(rng))
+    if found is None:
         yield from reposition(sim, rng)
         return None
-    start, path = plan
+    start, path, normal = found
     inward = rotation(pose0[2]) @ -normal
     yield from follow(sim.last.agent, path, rng.uniform(15.0, 30.0))
     yield from follow(start, [start + inward * (GAP + rng.uniform(8.0, 30.0))], rng.uniform(3.0, 8.0))
