@@ -32,9 +32,9 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict
 
-from experiments.bootstrap import percentile_interval
 from pipeline.cli import UserError
 from pipeline.commands.eval import parse_horizons
+from pipeline.evaluation.stats import bootstrap_mean_interval
 from pipeline.pusht.tee_fit import CANVAS
 from pipeline.pusht.vision import T_AREA, PushTAnalyzer, estimate_block_pose
 from schemas import SpecError
@@ -80,7 +80,7 @@ def bootstrap_interval(values: Sequence[float] | np.ndarray, resamples: int = RE
     data = np.asarray(values, dtype=np.float64)
     if data.ndim != 1 or data.size == 0:
         raise ValueError(f"a bootstrap needs a non-empty 1-D series, got shape {data.shape}")
-    low, high = percentile_interval(data, resamples, seed)
+    low, high = bootstrap_mean_interval(data, seed=seed, resamples=resamples)
     return Interval(mean=float(data.mean()), low=low, high=high, n=int(data.size))
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.bootstrap import percentile_interval
+from pipeline.evaluation.stats import bootstrap_mean_interval
 
 METRICS = ("object_iou", "shape_score", "psnr")
 
@@ -30,7 +30,7 @@ def compare(a: dict, b: dict, names: tuple[str, str]) -> str:
             if metric not in ha or metric not in hb:
                 continue
             va, vb = np.array(ha[metric]["model"]["values"]), np.array(hb[metric]["model"]["values"])
-            low, high = percentile_interval(va - vb, resamples=2000, seed=0)
+            low, high = bootstrap_mean_interval(va - vb, seed=0, resamples=2000)
             rows.append(f"| {ha['horizon']} | {metric} | {va.mean():.3f} | {vb.mean():.3f} | "
                         f"{(va - vb).mean():+.3f} [{low:+.3f}, {high:+.3f}] |")
     return "\n".join(rows)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from experiments.bootstrap import percentile_interval
+from pipeline.evaluation.stats import bootstrap_mean_interval
 
 AE = "1. Autoencoder ceiling"
 ONE_STEP = "2. Teacher-forced one step"
@@ -90,7 +90,7 @@ def bootstrap(values: Sequence[float] | np.ndarray, resamples: int = 1000, seed:
     kept = arr[np.isfinite(arr)]
     if kept.size == 0:
         return Estimate(mean=math.nan, low=math.nan, high=math.nan, n=0, values=arr.tolist())
-    low, high = percentile_interval(kept, resamples, seed, level)
+    low, high = bootstrap_mean_interval(kept, seed=seed, resamples=resamples, level=level)
     mean = float(kept.mean())
     # A constant sample's resample means can differ from its mean in the last bit.
     return Estimate(mean=mean, low=min(low, mean), high=max(high, mean),
