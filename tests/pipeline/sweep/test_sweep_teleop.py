@@ -121,7 +121,7 @@ def test_page_shows_both_views_side_by_side_and_records_two_arms(
                 page = browser.new_page(viewport={"width": 760, "height": 800})
                 page.on("pageerror", lambda error: errors.append(str(error)))
                 page.goto(url)
-                page.wait_for_function("Number(document.getElementById('step').dataset.seq) > 2")
+                page.wait_for_function("() => Number(document.getElementById('step').dataset.seq) > 2")
                 top, side = (page.locator(f"#view-{c}").bounding_box() for c in CAMERAS)
                 assert top is not None and side is not None
                 assert top["y"] == side["y"] and side["x"] >= top["x"] + top["width"]
@@ -137,11 +137,11 @@ def test_page_shows_both_views_side_by_side_and_records_two_arms(
                 for key in keys:
                     page.keyboard.down(key)
                 for dim, sign in signs.items():
-                    page.wait_for_function(f"{sign} * (Number(document.getElementById("
+                    page.wait_for_function(f"() => {sign} * (Number(document.getElementById("
                                            f"'action-{dim}').textContent) - {before[dim]}) > 20")
                 assert action(1) == before[1] and action(2) == before[2]
                 page.click("#rec-start")  # --max-steps stops and saves it after N steps
-                page.wait_for_function("document.getElementById('saved').textContent.includes('#0')")
+                page.wait_for_function("() => document.getElementById('saved').textContent.includes('#0')")
                 for key in keys:
                     page.keyboard.up(key)
             finally:
