@@ -95,12 +95,12 @@ def strike(sim: PushTSim, rng: np.random.Generator) -> Primitive:
     pose0 = sim.last.block_pose
     centre = block_centre(pose0)
     towards = np.arctan2(*(centre - sim.last.agent)[::-1])
+    inward = (CANVAS_CENTRE - centre) / max(np.linalg.norm(CANVAS_CENTRE - centre), 1e-9)
     for tries in range(30):
         # Mostly from the agent's side of the T (a short run-up, as a person would strike next),
         # from anywhere when that side has no room.
         spread = np.deg2rad(60.0) if tries < 15 else np.pi
         heading = rotation(towards + rng.uniform(-spread, spread)) @ np.array([1.0, 0.0])
-        inward = (CANVAS_CENTRE - centre) / max(np.linalg.norm(CANVAS_CENTRE - centre), 1e-9)
         # Keep the T off the walls, unless the strike frees a T that is already near one.
         if not (in_bounds(centre + heading * 70.0, BLOCK_LOW, BLOCK_HIGH) or heading @ inward > 0.5):
             continue
