@@ -19,6 +19,10 @@ the objects are counted by listing the bucket.
 
     .venv/bin/python benchmarks/bench_output.py --episodes 100 500 2000 [--steps 20 --lerobot --group 8 --s3]
 
+`--verify` adds a table of what checking costs (issue 34), on the same output: the check every
+resume makes (files and sizes against the part records), `iws verify`'s read-back of every shard,
+and reading every episode / `iws export zarr-dp` without and with the reader's checksum check.
+
 `--job` runs whole generation jobs instead (`run_job` on a local Ray, a random `tiny` model at
 32x32, scripted actions) with 1 and 2 replicas (`--replicas`), `formats: [zarr, lerobot]`, and
 the baseline in the same run: the old one-process path after the job (one store from the shards,
@@ -83,7 +87,37 @@ def census(uri: str) -> tuple[int, int]:
     return len(files), sum(p.stat().st_size for p in files)
 
 
-def measure(n: int, steps: int, size: int, lerobot: bool, group: int, root: Path, base: str) -> dict:
+def verify_costs(out: str, dataset: str, root: Path, n: int) -> dict:
+    """What checking costs (issue 34), same data, baseline first: the resume's check (files and
+    sizes), `iws verify`'s read-back, and reading / exporting the dataset without and with the
+    checksum check of each episode."""
+    from pipeline.generate import verify
+    from sim_model.data.formats import open_dataset
+    from sim_model.data.formats.zarr_dp_writer import export_zarr_dp
+    from workers import parts
+
+    costs = {}
+    started = time.perf_counter()
+    found = parts.read_parts(out)
+    assert verify.inspect(out, found) == []
+    costs["quick_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    assert verify.inspect(out, found, deep=True) + verify.check_index(out, found) == []
+    costs["deep_s"] = time.perf_counter() - started
+    for checked in (False, True):
+        started = time.perf_counter()
+        for _ in open_dataset(dataset, verify=checked):
+            pass
+        costs[f"read_{checked}_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        export_zarr_dp(open_dataset(dataset, verify=checked), root / f"dp{n}")
+        costs[f"export_{checked}_s"] = time.perf_counter() - started
+        shutil.rmtree(root / f"dp{n}")
+    return costs
+
+
+def measure(n: int, steps: int, size: int, lerobot: bool, group: int, root: Path, base: str,
+            check: bool = False) -> dict:
     from pipeline.generate.consolidate import assemble_lerobot, assemble_zarr, check_parts
     from schemas import EpisodeSpec, JobSpec
     from sim_model import storage
@@ -128,6 +162,7 @@ def measure(n: int, steps: int, size: int, lerobot: bool, group: int, root: Path
         assemble_lerobot(job, groups, records, found=found)
         lerobot_s = time.perf_counter() - started
     files, size_bytes = census(out)
+    costs = verify_costs(out, dataset, root, n) if check else {}
     sharded = open_dataset(dataset)
     assert len(sharded) == n and sharded.n_frames == n * steps, (len(sharded), sharded.n_frames)
     # The baseline, same run, same data: one process reads every episode into one store...
@@ -148,7 +183,7 @@ def measure(n: int, steps: int, size: int, lerobot: bool, group: int, root: Path
             "index_s": index_s, "lerobot_s": lerobot_s, "one_s": one_s, "export_s": export_s,
             "files": files, "mb": size_bytes / 1e6, "stores_files": stores_files,
             "stores_mb": stores_bytes / 1e6,
-            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **costs}
 
 
 def _check_opens(root: Path, episodes: int, frames: int) -> None:
@@ -242,6 +277,8 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=8, help="episodes per group (= per part)")
     parser.add_argument("--job", action="store_true", help="whole generation jobs on a local Ray")
     parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--verify", action="store_true",
+                        help="also time the checks of issue 34 (resume, `iws verify`, reads and export with checksums)")
     parser.add_argument("--s3", action="store_true", help="write the output to a local SeaweedFS (needs `weed`)")
     args = parser.parse_args()
     import logging
@@ -269,7 +306,8 @@ def main() -> None:
         os.environ.update(server.env())
         base = f"s3://{server.create_bucket('bench')}/out"
     try:
-        rows = [measure(n, args.steps, args.size, args.lerobot, args.group, root, base) for n in args.episodes]
+        rows = [measure(n, args.steps, args.size, args.lerobot, args.group, root, base, args.verify)
+                for n in args.episodes]
     finally:
         if server is not None:
             stack.close()
@@ -288,6 +326,17 @@ def main() -> None:
               f"{r['index_s']:.2f} | {r['index_s'] * per:.2f} | {r['lerobot_s']:.2f} | {r['lerobot_s'] * per:.2f} | "
               f"{r['one_s']:.1f} | {r['one_s'] * per:.1f} | {r['export_s']:.1f} | {r['export_s'] * per:.1f} | "
               f"{r['files']} | {r['mb']:.1f} | {r['stores_files']} | {r['stores_mb']:.1f} | {r['rss_mb']:.0f} |")
+
+    if args.verify:
+        print("\n| episodes | resume check (files, sizes) s | ms/ep | `iws verify` (read back) s | ms/ep "
+              "| read all s | read all, verify=True s | × | export zarr-dp s | export, verify=True s | × |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            per = 1000 / r["episodes"]
+            print(f"| {r['episodes']} | {r['quick_s']:.2f} | {r['quick_s'] * per:.2f} | {r['deep_s']:.1f} | "
+                  f"{r['deep_s'] * per:.1f} | {r['read_False_s']:.1f} | {r['read_True_s']:.1f} | "
+                  f"{r['read_True_s'] / r['read_False_s']:.2f} | {r['export_False_s']:.1f} | "
+                  f"{r['export_True_s']:.1f} | {r['export_True_s'] / r['export_False_s']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Top first; a part imports only the parts below it (tests/test_import_graph.py):
 
     cli.py, commands/   `iws` and its subcommands (parse, call, print); `iws export` and
                         `iws import` call sim_model.data.formats directly
-    generate/           generation jobs: spec -> preflight -> Ray replicas -> datasets
+    generate/           generation jobs: spec -> preflight -> Ray replicas -> datasets;
+                        verify.py checks an output against its records (`iws verify`)
     evaluation/         `iws eval`: fidelity, stability and policy reports
     teleop/             the live browser session
     train_cluster.py    `iws train --workers N`: one stage on Ray Train's data-parallel workers

@@ -13,12 +13,22 @@ import select
 import signal
 import sys
 
-from pipeline.commands import collect, export, generate, import_, schema, submit, teleop, train
+from pipeline.commands import (
+    collect,
+    export,
+    generate,
+    import_,
+    schema,
+    submit,
+    teleop,
+    train,
+    verify,
+)
 from pipeline.commands import eval as eval_
 from schemas.errors import SpecError, UserError
 
 # In `iws --help` order. A command module imports its heavy dependencies inside `run`.
-COMMANDS = [schema, collect, train, eval_, generate, export, import_, teleop, submit]
+COMMANDS = [schema, collect, train, eval_, generate, verify, export, import_, teleop, submit]
 
 
 def _version() -> str:

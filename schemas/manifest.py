@@ -42,6 +42,10 @@ class ExportRecord(BaseModel):
     camera_keys: dict[str, str] = Field(default_factory=dict, description="Cameras exported under "
                                         "other keys than the default (output.lerobot_camera_keys).")
     finished: str = Field(description="ISO-8601 UTC time the export was completed.")
+    parts: str | None = Field(default=None, description="Digest of the part records it was assembled "
+                              "from (each write of a part has its own `made`).")
+    files: dict[str, int] | None = Field(default=None, description="Size in bytes of every file of the "
+                                         "export when it was completed, by path relative to `uri`.")
 
 
 class PartRecord(BaseModel):
@@ -62,3 +66,9 @@ class PartRecord(BaseModel):
                                description="Datasets the part was written to ('zarr': its shard).")
     camera_keys: dict[str, str] = Field(default_factory=dict,
                                         description="Cameras written under other keys (output.lerobot_camera_keys).")
+    made: str | None = Field(default=None, description="A fresh id each time the part is written, so "
+                             "that whatever was assembled from an earlier write of it is made again.")
+    files: dict[str, int] | None = Field(default=None, description="Size in bytes of each file the part "
+                                         "wrote that stays as written (its shard's, its LeRobot videos and "
+                                         "metadata), by path relative to the job's output; None in records "
+                                         "of iws versions before it.")

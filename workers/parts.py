@@ -23,6 +23,7 @@ frame is read or copied.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
 
 from schemas import EpisodeRecord, EpisodeSpec, FeatureSpec, JobSpec, PartRecord, SpecError
@@ -30,9 +31,8 @@ from schemas.errors import parse_record
 from sim_model import storage
 from sim_model.data.episode import Episode
 from sim_model.data.shards import SHARDS_DIR, shard_name, shard_uri, write_shard
-from workers.lease import Lease
 from workers.scoring import is_kept
-from workers.writer import STORE_ROOT_FILE, removable_store, stored_uri
+from workers.writer import removable_store, stored_uri
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,19 @@ def part_key(group: Sequence[EpisodeSpec]) -> int:
 
 def parts_root(out: str) -> str:
     return storage.join(out, PARTS_DIR)
+
+
+def shard_relative(key: int) -> str:
+    """Part `key`'s shard, relative to the output (as PartRecord.files names its files)."""
+    return f"{DATASET_DIR}/{SHARDS_DIR}/{shard_name(key)}"
+
+
+def relative(out: str, uri: str) -> str:
+    """`uri`, a file under the output `out`, as a path relative to it."""
+    prefix = out.rstrip("/") + "/"
+    if not uri.startswith(prefix):
+        raise ValueError(f"{uri} is not under {out}")
+    return uri[len(prefix):]
 
 
 def marker_uri(out: str, key: int) -> str:
@@ -111,19 +124,23 @@ def write_part(out: str, job: JobSpec, key: int, episodes: Sequence[Episode | No
                             f"{record.checksum[:12]}); its part is not written. Rerun the job.")
     formats = part_formats(job)
     chosen_episodes = [e for _, e in pairs if e is not None]
+    files: dict[str, int] = {}
     if chosen_episodes:
-        write_shard(storage.join(out, DATASET_DIR), key, chosen_episodes, features)
+        shard = shard_relative(key)
+        sizes = write_shard(storage.join(out, DATASET_DIR), key, chosen_episodes, features)
+        files.update({f"{shard}/{name}": size for name, size in sizes.items()})
     if chosen_episodes and "lerobot" in formats:
         from sim_model.data.formats.lerobot_parts import write_part as write_lerobot
 
-        write_lerobot(chosen_episodes, features, storage.join(out, LEROBOT_DIR), parts_root(out), key,
-                      tasks=[e.meta.task or job.task or "" for e in chosen_episodes],
-                      camera_keys=job.output.lerobot_camera_keys or None)
+        sizes = write_lerobot(chosen_episodes, features, storage.join(out, LEROBOT_DIR), parts_root(out), key,
+                              tasks=[e.meta.task or job.task or "" for e in chosen_episodes],
+                              camera_keys=job.output.lerobot_camera_keys or None)
+        files.update({relative(out, uri): size for uri, size in sizes.items()})
     left_out = sorted((r for r in records if r.episode_id not in chosen), key=lambda r: r.index)
     part = PartRecord(key=key, episodes=[(r.episode_id, r.checksum) for r, _ in pairs],
                       rejected=[(r.episode_id, r.checksum) for r in left_out],
                       frames=sum(len(e) for e in chosen_episodes), formats=formats,
-                      camera_keys=job.output.lerobot_camera_keys)
+                      camera_keys=job.output.lerobot_camera_keys, made=uuid.uuid4().hex, files=files)
     storage.write_atomic(marker_uri(out, key), part.model_dump_json(indent=1))
     log.debug("part %d (%s): %d episodes, %d frames", key, "+".join(formats), len(pairs), part.frames)
     return part
@@ -139,24 +156,9 @@ def release_stores(out: str, job: JobSpec, records: Sequence[EpisodeRecord]) -> 
         storage.remove_tree(uri)
 
 
-def drop_parts_without_shards(out: str, found: dict[int, PartRecord], lease: Lease) -> dict[int, PartRecord]:
-    """The part records whose shard is there (or that hold no episode); the others are removed
-    (logged): their episodes' data went with the shard, so they are made again, part and all.
-    One listing of the shards. Only the output's lease holder may call it."""
-    present = storage.children_with(storage.join(out, DATASET_DIR, SHARDS_DIR), STORE_ROOT_FILE)
-    gone = [key for key, part in found.items() if part.episodes and shard_name(key) not in present]
-    if gone:
-        lease.verify()
-    for key in gone:
-        log.warning("part %d: its shard %s is missing; its episodes are made again", key,
-                    shard_uri(storage.join(out, DATASET_DIR), key))
-        storage.remove_file(marker_uri(out, key))
-    return {key: part for key, part in found.items() if key not in gone}
-
-
 def held_by_parts(found: dict[int, PartRecord]) -> set[tuple[str, str]]:
     """(episode id, checksum) of every committed episode whose data a part holds (`found`: part
-    records whose shards are there, `drop_parts_without_shards`): its kept episodes, and the
+    records whose shards are sound, pipeline/generate/verify.py): its kept episodes, and the
     episodes it records as left out (they need no data). A resume keeps their commit markers
     although their own stores are gone."""
     held: set[tuple[str, str]] = set()

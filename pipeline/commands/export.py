@@ -49,6 +49,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("src", help="source dataset")
     add_output(parser, "output directory (must not exist unless --overwrite)")
     parser.add_argument("--overwrite", action="store_true", help="replace DEST if it exists")
+    parser.add_argument("--no-verify", dest="verify", action="store_false",
+                        help="do not check each episode of a job's dataset against the checksum it "
+                        "was committed with (checked by default: a damaged episode stops the export)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     quiet_encoders()
     out = output(args)
     check_apart(args.src, out)  # the path as given: an s3:// source is read from a local copy
-    source = open_dataset(args.src)
+    source = open_dataset(args.src, verify=args.verify)
     with quiet_logging(getattr(args, "verbose", False)), LazyBar(
             total=source.n_frames, unit="frame",
             desc=f"export {args.format}") as bar:

@@ -42,6 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "gone); a run that is in fact alive stops at its next renewal")
     parser.add_argument("--check", action="store_true",
                         help="validate the spec (model, init frames, sources, output) and exit")
+    parser.add_argument("--verify", action="store_true",
+                        help="before resuming, read every dataset part back against the committed "
+                        "checksums (as `iws verify`) and make again what fails; every resume checks "
+                        "the parts' files and sizes in any case")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
@@ -93,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with quiet:
             manifest = run_job(spec, address=args.address, overwrite=args.overwrite,
-                               take_over=args.take_over, on_progress=show)
+                               take_over=args.take_over, on_progress=show, verify_data=args.verify)
     except SystemExit as error:
         if error.code == signal.SIGTERM:  # once connected, Ray's driver handles SIGTERM this way
             raise KeyboardInterrupt from None

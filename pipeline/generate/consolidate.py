@@ -8,7 +8,8 @@ if its record names exactly the group's kept episodes with their checksums (else
 and the driver has the part made again). The index is rewritten whole on every assembly (it is
 small) and is the Zarr dataset's commit: shards it does not name are removed first. OUT/lerobot
 counts as finished only once its completion marker OUT/lerobot.done.json, written last, names
-the same digest of the kept episodes.
+the same digest of the kept episodes and of the part records it was assembled from; it lists the
+copy's files with their sizes, which every resume checks (pipeline/generate/verify.py).
 
 A part can be missing after a pass because its episodes' data cannot be read or does not match
 their commit markers (disk damage): `damaged_episodes` checks the episodes of such groups only,
@@ -25,6 +26,7 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 
 from pipeline.generate.outputs import DATASET_DIR, LEROBOT_DIR, LEROBOT_DONE, now
+from pipeline.generate.verify import parts_digest
 from schemas import (
     EpisodeRecord,
     EpisodeSpec,
@@ -127,10 +129,11 @@ def assemble_lerobot(spec: JobSpec, groups: list[list[EpisodeSpec]], records: di
     per_group = [(parts.part_key(g), [records[e.episode_id] for e in g]) for g in groups]
     chosen = [r for _, group in per_group for r in parts.kept(spec, group)]
     sources, cameras = sources_digest(chosen), spec.output.lerobot_camera_keys
-    if not refresh and _export_matches(marker, sources, cameras) and storage.exists(dest):
+    found = parts.read_parts(out) if found is None else found
+    assembled_from = parts_digest({key: found[key] for key, _ in per_group if key in found})
+    if not refresh and _export_matches(marker, sources, cameras, assembled_from) and storage.exists(dest):
         log.info("%s is up to date", dest)
         return dest
-    found = parts.read_parts(out) if found is None else found
     check_parts(spec, groups, records, found)
     storage.remove_file(marker)
     from sim_model.data.formats.lerobot_parts import assemble
@@ -140,15 +143,19 @@ def assemble_lerobot(spec: JobSpec, groups: list[list[EpisodeSpec]], records: di
     log.info("assembled %s from %d parts in %.2fs (%d data files rewritten)", dest, done.parts,
              time.perf_counter() - start, done.rewritten)
     record = ExportRecord(format="lerobot", uri=dest, sources=sources, episodes=done.episodes,
-                          camera_keys=cameras, finished=now())
+                          camera_keys=cameras, finished=now(), parts=assembled_from,
+                          files=storage.file_sizes(dest))
     storage.write_atomic(marker, record.model_dump_json(indent=1))
     return dest
 
 
-def _export_matches(marker: str, sources: object, camera_keys: dict[str, str]) -> bool:
+def _export_matches(marker: str, sources: str, camera_keys: dict[str, str], assembled_from: str) -> bool:
+    """Whether the completion marker names this assembly: the same kept episodes, camera keys
+    and part records (a part written again, with the same episodes, is assembled again too)."""
     text = storage.try_read_text(marker)
     try:
         done = None if text is None else ExportRecord.model_validate_json(text)
-        return done is not None and done.sources == sources and done.camera_keys == camera_keys
     except ValidationError:  # a damaged marker: export again
         return False
+    return (done is not None and done.sources == sources and done.camera_keys == camera_keys
+            and done.parts == assembled_from)

@@ -8,10 +8,11 @@ and send back small EpisodeRecords; the driver assembles the datasets from the p
 are the truth the driver checks at the end (exactly `episodes` committed, one per index).
 
 The driver holds the output's lease (workers/lease.py) from before it touches the output until
-it is done, so no second run cleans up under it. A resume trusts a marker only with its data:
-markers whose data is missing are withdrawn at start, episodes whose group's part could not be
-made because they fail their checksum are withdrawn after the pass, and both are made again in
-the same run.
+it is done, so no second run cleans up under it. A resume trusts a part only with the files its
+record lists (pipeline/generate/verify.py: the others are made again) and a marker only with its
+data: markers whose data is missing are withdrawn at start, episodes whose group's part could not
+be made because they fail their checksum are withdrawn after the pass, and both are made again
+in the same run.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 
-from pipeline.generate import outputs
+from pipeline.generate import outputs, verify
 from pipeline.generate.consolidate import (
     StaleParts,
     assemble_lerobot,
@@ -85,11 +86,15 @@ def _check_complete(plan: Plan, records: dict[str, EpisodeRecord]) -> list[Episo
 
 
 def run_job(spec: JobSpec, *, address: str | None = None, overwrite: bool = False,
-            take_over: bool = False, on_progress: Callable[[Progress], None] | None = None
-            ) -> RunManifest:
+            take_over: bool = False, on_progress: Callable[[Progress], None] | None = None,
+            verify_data: bool = False) -> RunManifest:
     """Generate (or resume) the job; returns the final manifest. Raises SpecError on a bad spec,
     LeaseHeld (a SpecError naming the owner) when another run owns the output; `take_over` takes
     it from that run even though its lease looks live (see workers/lease.py).
+
+    A resume checks every part's files and the LeRobot copy's against their records (sizes) and
+    makes again what fails (pipeline/generate/verify.py); `verify_data` also reads the data back
+    against the committed checksums (as `iws verify` does).
 
     A finished run leaves OUT/preview.gif and OUT/summary.md beside the manifest."""
     began = time.monotonic()
@@ -97,7 +102,7 @@ def run_job(spec: JobSpec, *, address: str | None = None, overwrite: bool = Fals
     with hold(spec.output.path, job=spec.name, take_over=take_over) as lease:
         outputs.claim_output(spec, overwrite=overwrite, model_hash=plan.model_hash)
         outputs.remove_partial_writes(spec.output.path, lease)
-        return _JobRun(plan, lease, on_progress, began).run(address)
+        return _JobRun(plan, lease, on_progress, began, deep=verify_data).run(address)
 
 
 class _JobRun:
@@ -105,13 +110,14 @@ class _JobRun:
     counters and the manifest, through generate -> assemble passes."""
 
     def __init__(self, plan: Plan, lease: Lease, on_progress: Callable[[Progress], None] | None,
-                 began: float) -> None:
+                 began: float, *, deep: bool = False) -> None:
         self.plan, self.spec, self.lease, self.on_progress = plan, plan.spec, lease, on_progress
         self.began = began  # time.monotonic() when run_job was called
         self.out = plan.spec.output.path
         self.digest, self.started = spec_hash(plan.spec), outputs.now()
         self.wanted = {e.episode_id for e in plan.episodes}
-        self.parts = parts.drop_parts_without_shards(self.out, parts.read_parts(self.out), lease)
+        found = parts.read_parts(self.out)
+        self.parts = verify.mark(self.out, found, verify.inspect(self.out, found, deep=deep), lease)
         self.done = drop_commits_without_data(self.out, self._markers(), lease,
                                               held=parts.held_by_parts(self.parts))
         self.groups = job_groups(self.spec, self.plan.episodes)

@@ -106,7 +106,7 @@ def claim_output(spec: JobSpec, *, overwrite: bool, model_hash: str | None = Non
         clear_output(out)
         job_text = None
     if job_text is not None:
-        old = _job_file(out, job_text)
+        old = job_record(out, job_text)
         if old.get("content_hash") != content_hash(spec):
             fields = content_diff(old.get("content", {}), _content(spec))
             if not _grows(old.get("content", {}), _content(spec), fields):
@@ -122,7 +122,7 @@ def claim_output(spec: JobSpec, *, overwrite: bool, model_hash: str | None = Non
                                               "spec": spec.model_dump(mode="json")}, indent=1))
 
 
-def _job_file(out: str, text: str) -> dict:
+def job_record(out: str, text: str) -> dict:
     """OUT/job.json as written by `claim_output`; SpecError naming it if it is empty or garbled:
     it says which job the output holds, and without it a run cannot tell whether it may resume."""
     try:

@@ -59,9 +59,10 @@ def is_sharded(uri: str) -> bool:
     return storage.is_file(index_uri(uri))
 
 
-def write_shard(root: str, key: int, episodes: Sequence[Episode], features: FeatureSpec) -> str:
+def write_shard(root: str, key: int, episodes: Sequence[Episode], features: FeatureSpec) -> dict[str, int]:
     """Write shard `key` holding `episodes` (built in staging, then published whole: a reader
-    or a crash never sees half a shard; an existing shard of that key is replaced)."""
+    or a crash never sees half a shard; an existing shard of that key is replaced). Returns the
+    size of each of its files, by path relative to the shard: what a resume checks it against."""
     from sim_model.data.store import EpisodeStore
 
     target = shard_uri(root, key)
@@ -70,11 +71,12 @@ def write_shard(root: str, key: int, episodes: Sequence[Episode], features: Feat
         store = EpisodeStore.create(staged, features)
         for episode in episodes:
             store.append(episode)
+        sizes = storage.file_sizes(staged)  # a local directory, also for an s3:// target
     except BaseException:
         storage.discard_staged(staged)
         raise
     storage.publish_dir(staged, target, replace=True)
-    return target
+    return sizes
 
 
 @dataclass(frozen=True)
@@ -137,14 +139,21 @@ def read_index(root: str) -> tuple[list[IndexRow], FeatureSpec]:
 
 class ShardedDataset(EpisodeReader):
     """The episodes of a sharded dataset (its index's rows in_dataset, in order), read lazily
-    shard by shard."""
+    shard by shard.
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    With `verify`, the first read of each episode reads all of it and checks it against the
+    checksum it was committed with (the index's), SpecError naming it if it differs: a bit
+    flip that still decodes is not served. Whole-episode reads (`episode`, the exporters) cost
+    only the hashing then; `load_all`, the trainer's bulk read, does not check."""
+
+    def __init__(self, root: str | os.PathLike[str], *, verify: bool = False) -> None:
         self.path = os.fspath(root)
         rows, self._features = read_index(self.path)
         self._rows = [r for r in rows if r.in_dataset]
         self._ends = np.cumsum([r.length for r in self._rows], dtype=np.int64)
         self._stores: dict[int, EpisodeStore] = {}
+        self.verify = verify
+        self._verified: set[int] = set()
 
     def _shard(self, key: int) -> EpisodeStore:
         store = self._stores.get(key)
@@ -173,7 +182,22 @@ class ShardedDataset(EpisodeReader):
 
     def _read(self, i: int, start: int, stop: int, keys: list[str]) -> dict[str, np.ndarray]:
         store, offset = self._locate(i)
-        return store.window(offset, start, stop, keys)
+        if not self.verify or i in self._verified:
+            return store.window(offset, start, stop, keys)
+        whole = store.window(offset, 0, self._rows[i].length, list(self.keys))
+        self._check(i, whole)
+        return {key: whole[key][start:stop] for key in keys}
+
+    def _check(self, i: int, arrays: dict[str, np.ndarray]) -> None:
+        from sim_model.data.episode import arrays_checksum
+
+        row = self._rows[i]
+        if arrays_checksum(arrays) != row.checksum:
+            raise SpecError(f"{shard_uri(self.path, row.shard)}: episode {row.episode_id} (episode {row.offset} "
+                            f"of shard {row.shard}) differs from the data it was committed with (checksum "
+                            f"{row.checksum[:12]}): the shard is damaged. `iws verify OUT --repair` on the "
+                            "job's output makes it again.")
+        self._verified.add(i)
 
     def load_all(self, keys: Iterable[str] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Whole concatenated arrays in memory, shard after shard (the trainer's fast path, as
@@ -193,10 +217,10 @@ class ShardedDataset(EpisodeReader):
         return {k: np.concatenate(v) for k, v in parts.items()}, self._ends.copy()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path}
+        return {"path": self.path, "verify": self.verify}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"])  # type: ignore[misc]
+        self.__init__(state["path"], verify=state.get("verify", False))  # type: ignore[misc]
 
 
 def _runs(keys: Sequence[int]) -> list[tuple[int, int]]:

@@ -3,7 +3,7 @@
     uri.py         local path or s3:// URI: the one scheme list, joins, bucket names, and
                    whether one location lies inside another (`is_inside`, `overlap`)
     atomic.py      local whole-file and whole-directory writes (temp, fsync, rename, fsync dir)
-    paths.py       read, write, list, remove; conditional create and compare-and-swap
+    paths.py       read, write, list (names, files, sizes), remove; conditional create and compare-and-swap
                    (`write_new`, `replace_if`, `remove_if`), local and s3:// behind one API
     publish.py     directories that appear whole: `staging_dir` -> `publish_dir`
     s3.py          the boto3 client (retries, clear errors) and cached downloads (`fetch`)
@@ -22,6 +22,7 @@ from sim_model.storage.paths import (
     ensure_writable_dir,
     exists,
     fetch,
+    file_sizes,
     glob,
     is_file,
     list_files,
@@ -64,7 +65,7 @@ from sim_model.storage.uri import (
 __all__ = [
     "SCHEMES", "STAGING_ROOT", "atomic", "bucket_of", "build_and_publish", "check_scheme",
     "children_with", "create_versioned", "discard_staged", "ensure_writable_dir", "exists",
-    "fetch", "glob", "is_file", "is_inside", "is_remote", "is_s3", "is_url", "join", "list_files", "list_names", "local_path",
+    "fetch", "file_sizes", "glob", "is_file", "is_inside", "is_remote", "is_s3", "is_url", "join", "list_files", "list_names", "local_path",
     "on_s3", "overlap", "publish_dir", "read_many", "read_text", "read_versioned", "remove_file", "remove_if",
     "remove_stale_staging", "remove_tree", "replace_if", "resolved", "staging_dir", "try_read_bytes", "try_read_text",
     "write_atomic", "write_new",

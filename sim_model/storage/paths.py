@@ -90,6 +90,26 @@ def list_files(uri: str) -> list[str]:
     return sorted(join(uri, p.relative_to(path).as_posix()) for p in path.rglob("*") if p.is_file())
 
 
+def file_sizes(uri: str) -> dict[str, int]:
+    """Size in bytes of every file below `uri`, at any depth, by its path relative to `uri`
+    ('/'-separated; hidden names included: zarr's .zarray and .zattrs are data); {} when `uri`
+    does not exist. On S3 one paginated listing. What a part or an export recorded it wrote is
+    checked against this (pipeline/generate/verify.py)."""
+    if on_s3(uri):
+        return remote.file_sizes(uri)
+    path = local_path(uri)
+    if not path.is_dir():
+        return {}
+    sizes = {}
+    for p in path.rglob("*"):
+        try:
+            if p.is_file():
+                sizes[p.relative_to(path).as_posix()] = p.stat().st_size
+        except FileNotFoundError:  # removed while listing (a writer's temp file)
+            continue
+    return sizes
+
+
 def children_with(uri: str, name: str) -> set[str]:
     """Names of the directories directly under `uri` that hold a file `name` (one listing on S3)."""
     if on_s3(uri):

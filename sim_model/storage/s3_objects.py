@@ -55,6 +55,11 @@ def _call(uri: str, operation: str, *, missing_ok: bool = False, **kwargs: Any) 
 
 def _keys(uri: str) -> Iterator[str]:
     """Every key under `uri/`."""
+    return (key for key, _ in _sized_keys(uri))
+
+
+def _sized_keys(uri: str) -> Iterator[tuple[str, int]]:
+    """(key, size in bytes) of every object under `uri/`."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     bucket, key = s3.split(uri)
@@ -62,7 +67,7 @@ def _keys(uri: str) -> Iterator[str]:
     pages = s3.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
     try:
         for page in pages:
-            yield from (o["Key"] for o in page.get("Contents", []))
+            yield from ((o["Key"], int(o["Size"])) for o in page.get("Contents", []))
     except (ClientError, BotoCoreError) as error:  # raised lazily, while paging
         raise SpecError(s3.describe(error, uri)) from None
 
@@ -231,6 +236,13 @@ def list_files(uri: str) -> list[str]:
     """Every object under `uri/`, as s3:// URIs, sorted (one paginated listing)."""
     bucket, _ = s3.split(uri)
     return sorted(f"s3://{bucket}/{key}" for key in _keys(uri))
+
+
+def file_sizes(uri: str) -> dict[str, int]:
+    """Size in bytes of every object under `uri/`, by its path relative to `uri` (one listing)."""
+    _, key = s3.split(uri)
+    start = len(key) + 1 if key else 0
+    return {k[start:]: size for k, size in _sized_keys(uri)}
 
 
 def glob(pattern: str) -> list[str]:

@@ -89,12 +89,16 @@ def test_released_stores_are_read_back_from_the_shard_and_count_as_held(tmp_path
     # markers and makes the episodes (and the part) again.
     import shutil
 
+    from pipeline.generate import verify
     from workers.lease import acquire
 
+    assert verify.inspect(str(out), {0: part}, deep=True) == []
     shutil.rmtree(out / "dataset" / "shards" / "00000000.zarr")
+    findings = verify.inspect(str(out), {0: part})
+    assert findings and {f.kind for f in findings} == {"shard"} and findings[0].why == "is missing"
     lease = acquire(str(out), job="tiny")
     try:
-        assert parts.drop_parts_without_shards(str(out), {0: part}, lease) == {}
+        assert verify.mark(str(out), {0: part}, findings, lease) == {}
     finally:
         lease.release()
     assert parts.read_parts(str(out)) == {}

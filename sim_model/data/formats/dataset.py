@@ -44,11 +44,13 @@ def _local_copy(path: str | os.PathLike[str]) -> str | os.PathLike[str]:
 
 
 def open_dataset(path: str | os.PathLike[str], *, keys: dict[str, str] | None = None,
-                 fps: float | None = None, task: str = "") -> EpisodeSource:
+                 fps: float | None = None, task: str = "", verify: bool = False) -> EpisodeSource:
     """Open any supported dataset read-only with the EpisodeStore read API.
 
     `keys` (iws=dp names), `fps` and `task` apply to DP Zarr stores, which record none of them
-    (unless iws wrote the store); fps defaults to 10. Other formats record their own.
+    (unless iws wrote the store); fps defaults to 10. Other formats record their own. `verify`
+    checks each episode read against its committed checksum where the dataset records one (a
+    generation job's sharded dataset: ShardedDataset); other formats record none.
     """
     kind = detect_format(path)
     if kind != "zarr-dp" and (keys or fps is not None or task):
@@ -61,7 +63,7 @@ def open_dataset(path: str | os.PathLike[str], *, keys: dict[str, str] | None = 
     if kind == "iws-shards":
         from sim_model.data.shards import ShardedDataset
 
-        return ShardedDataset(path)
+        return ShardedDataset(path, verify=verify)
     if kind == "lerobot":
         from sim_model.data.formats.lerobot_reader import LeRobotReader
 

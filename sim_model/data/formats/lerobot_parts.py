@@ -109,10 +109,12 @@ class _Episodes:
 
 def write_part(episodes: Sequence[Episode], features: FeatureSpec, dest: str, parts: str, key: int, *,
                tasks: Sequence[str], camera_keys: dict[str, str] | None = None,
-               vcodec: str = "libsvtav1") -> int:
+               vcodec: str = "libsvtav1") -> dict[str, int]:
     """Write `episodes` (at least one; `tasks`: the task text of each) as part `key` of the
-    dataset at `dest` (a directory or s3:// prefix), its metadata under `parts`; returns the
-    frames written. Rewriting a part replaces its files; nothing else of `dest` is touched."""
+    dataset at `dest` (a directory or s3:// prefix), its metadata under `parts`. Rewriting a
+    part replaces its files; nothing else of `dest` is touched. Returns the size of each file
+    that stays as written, by URI: its videos and its metadata (not its data file, which
+    `assemble` rewrites)."""
     from sim_model.data.formats.lerobot_repair import repair_and_verify
     from sim_model.data.formats.lerobot_writer import check_exportable, quiet_encoders, write_shard
 
@@ -134,12 +136,12 @@ def write_part(episodes: Sequence[Episode], features: FeatureSpec, dest: str, pa
         directory = part_dir(parts, key)
         # No longer where an assembly put it; then the frames, then what assembly reads.
         storage.remove_file(storage.join(directory, PLACED))
-        for video_key, path in videos.items():
-            storage.write_atomic(video_uri(dest, video_key, key), path.read_bytes())
-        storage.write_atomic(data_uri(dest, key), data.read_bytes())
-        storage.write_atomic(storage.join(directory, "info.json"), json.dumps(info, indent=1))
-        storage.write_atomic(storage.join(directory, "episodes.parquet"), meta.read_bytes())
-        return int(sum(len(e) for e in episodes))
+        frames = {video_uri(dest, video_key, key): path.read_bytes() for video_key, path in videos.items()}
+        own = {storage.join(directory, "info.json"): json.dumps(info, indent=1).encode(),
+               storage.join(directory, "episodes.parquet"): meta.read_bytes()}
+        for uri, payload in (*frames.items(), (data_uri(dest, key), data.read_bytes()), *own.items()):
+            storage.write_atomic(uri, payload)
+        return {uri: len(payload) for uri, payload in {**frames, **own}.items()}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -179,7 +181,12 @@ def assemble(dest: str, parts: str, keys: Sequence[int]) -> Assembled:
     if not ordered:
         raise SpecError("there are no episodes to assemble into a LeRobot dataset.")
     loaded = _load(parts, ordered)
-    info = json.loads(_read(storage.join(part_dir(parts, ordered[0]), "info.json")))
+    info_uri = storage.join(part_dir(parts, ordered[0]), "info.json")
+    try:
+        info = json.loads(_read(info_uri))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise SpecError(f"{info_uri} is damaged ({error}): a LeRobot part's metadata. Rerun the job "
+                        "(`iws verify OUT --repair`) to write the part again.") from None
     names = [n for n in loaded[0].episodes.column_names if not n.startswith("stats/")]
     for part in loaded[1:]:
         if part.episodes.schema != loaded[0].episodes.schema:
@@ -224,8 +231,17 @@ def _load(parts: str, keys: list[int]) -> list[_Part]:
     uris = [storage.join(d, "episodes.parquet") for d in directories]
     with ThreadPoolExecutor(16 if storage.is_remote(parts) else 1) as pool:
         tables = list(pool.map(lambda uri: pq.read_table(io.BytesIO(_read(uri))), uris))
-    return [_Part(key, table, None if text is None else json.loads(text))
-            for key, table, text in zip(keys, tables, placed, strict=True)]
+    return [_Part(key, table, _placement(text)) for key, table, text in zip(keys, tables, placed, strict=True)]
+
+
+def _placement(text: str | None) -> dict[str, Any] | None:
+    """A part's placed.json; None (placed again: its data file is rewritten if it must be) when
+    it is missing or damaged."""
+    try:
+        found = None if text is None else json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def _set(table: pa.Table, name: str, values: Any) -> pa.Table:
