@@ -8,8 +8,8 @@ Top first; a part imports only the parts below it (tests/test_import_graph.py):
                         verify.py checks an output against its records (`iws verify`)
     evaluation/         `iws eval`: fidelity, stability and policy reports
     teleop/             the live browser session
-    train_cluster.py    `iws train --workers N`: one stage on Ray Train's data-parallel workers
-    train_submit.py     `iws submit train`: a training stage as a Ray job
+    train/              training on Ray: `iws train --workers N` on Ray Train's data-parallel
+                        workers (cluster.py), `iws submit train`, a stage as a Ray job (submit.py)
     tasks/registry.py   TASKS: the tasks by name; the CLI's task choices, job specs' scorer names
                         and ground truths come from it
     pusht/, sweep/      the tasks, one folder each: PushT (gym-pusht) and bimanual pile sweeping

@@ -1,5 +1,5 @@
 """Joining a Ray cluster, or starting an embedded one, for every Ray job of the pipeline: a
-generation job (generate/ray_exec.py) and a data-parallel training stage (train_cluster.py).
+generation job (generate/ray_exec.py) and a data-parallel training stage (train/cluster.py).
 
 `connect` also remembers a SIGTERM (a stopped job) in `terminated`, so that a caller blocked in
 `ray.wait` can tell a stop from another SystemExit; see `_note_sigterm`.

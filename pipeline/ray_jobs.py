@@ -1,5 +1,5 @@
 """Ray's Jobs API for what `iws submit` sends to a cluster: a generation job (generate/submit.py)
-and a training stage (train_submit.py) each become a `Submission` (entrypoint, working directory
+and a training stage (train/submit.py) each become a `Submission` (entrypoint, working directory
 to upload), which is submitted, followed and stopped here the same way."""
 
 from __future__ import annotations

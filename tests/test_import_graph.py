@@ -14,7 +14,7 @@ SideScore, the score a task's ground truth returns) below them, and tasks/__init
 nothing, so that reaching tasks/base.py never runs the registry. The jobs hand each other
 nothing; what two of them share lives at the bottom: joining Ray (ray_connect.py: generation and
 Ray Train) and Ray's Jobs API (ray_jobs.py: `iws submit` of a generation job or a training
-stage). train_submit.py checks `iws train` arguments with the parser the CLI hands it
+stage). train/submit.py checks `iws train` arguments with the parser the CLI hands it
 (commands/train.py `submission_parser`) rather than importing the CLI above it.
 """
 
@@ -36,8 +36,7 @@ FLOORS = {
 PIPELINE = (
     ("pipeline.cli",),
     ("pipeline.commands",),
-    ("pipeline.generate", "pipeline.evaluation", "pipeline.teleop", "pipeline.train_cluster",
-     "pipeline.train_submit"),
+    ("pipeline.generate", "pipeline.evaluation", "pipeline.teleop", "pipeline.train"),
     ("pipeline.tasks.registry",),
     ("pipeline.pusht", "pipeline.sweep"),
     ("pipeline.tasks", "pipeline.ray_connect", "pipeline.ray_jobs"),  # import nothing of pipeline
@@ -188,7 +187,7 @@ def test_the_graph_sees_a_circle_and_an_upward_import() -> None:
     graph = _imports()
     assert "sim_model.storage.atomic" in graph["sim_model.checkpoint"]  # from a import b: a.b
     assert "sim_model.data.formats.lerobot_repair" in graph["sim_model.data.formats.lerobot_writer"]
-    assert "pipeline.train_cluster" in graph["pipeline.commands.train"]  # inside a function
+    assert "pipeline.train.cluster" in graph["pipeline.commands.train"]  # inside a function
     assert "pipeline.tasks.base" in graph["pipeline.evaluation.policy"]  # under TYPE_CHECKING
     assert "pipeline.tasks" in graph["pipeline.pusht.collect"]  # the package an import runs
     assert "pipeline.tasks" not in graph["pipeline.tasks.registry"]  # not its own package

@@ -1,6 +1,6 @@
 """`iws submit job.yaml --address http://HEAD:8265`: run a generation job on a Ray cluster through
 its Jobs API, follow its log and progress, or stop it (`--stop ID`). `iws submit --address URL
-train -- <iws train arguments>` runs a training stage there the same way (pipeline/train_submit.py).
+train -- <iws train arguments>` runs a training stage there the same way (pipeline/train/submit.py).
 
 A cluster with Ray's token authentication (RAY_AUTH_MODE=token; the manifests in infra/ turn it
 on) answers 401 to requests without its token. The token is read from where Ray's own clients
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("name the job spec YAML to submit (or --stop JOB_ID).")
     if args.job == "train":
         from pipeline.commands import train
-        from pipeline.train_submit import prepare_training
+        from pipeline.train.submit import prepare_training
 
         if not args.train_args:
             raise UserError("put the `iws train` arguments after `train --`, e.g. `iws submit "

@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def submission_parser() -> argparse.ArgumentParser:
     """`iws train`'s parser on its own: `iws submit train` checks a submission's arguments with it
-    (pipeline/train_submit.py)."""
+    (pipeline/train/submit.py)."""
     root = argparse.ArgumentParser(prog="iws submit", add_help=False)
     return register(root.add_subparsers(dest="command", required=True))
 
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             if value:
                 raise UserError(f"{flag} needs --workers N (Ray Train workers).")
     else:
-        from pipeline.train_cluster import train_on_cluster
+        from pipeline.train.cluster import train_on_cluster
 
         if args.device != "cpu":
             raise UserError("with --workers the device follows --gpus-per-worker; drop --device.")

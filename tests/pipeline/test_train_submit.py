@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.commands.train import submission_parser
-from pipeline.train_submit import prepare_training
+from pipeline.train.submit import prepare_training
 from schemas import SpecError
 from sim_model.world_model import WorldModel
 from tests.fixtures.ray_head import RayHead

@@ -29,7 +29,7 @@ import pytest
 from safetensors.torch import load_file
 
 from pipeline.cli import main as iws
-from pipeline.train_cluster import train_on_cluster
+from pipeline.train.cluster import train_on_cluster
 from schemas.errors import SpecError
 from sim_model import storage
 from sim_model.train import train_stage

@@ -60,7 +60,7 @@ def main(store: str, out: str, storage: str, config: str) -> dict[str, Any]:
     import ray
     from ray.cluster_utils import Cluster
 
-    from pipeline.train_cluster import train_on_cluster
+    from pipeline.train.cluster import train_on_cluster
 
     stage_dir = Path(out) / "autoencoder"
     started = time.monotonic()
