@@ -84,6 +84,10 @@ class DynamicsNet(nn.Module):
         out_conv = nn.Conv2d(chans[0], latent_channels, 3, padding=1)
         self.out = nn.Sequential(group_norm(chans[0]), nn.SiLU(), out_conv)
         zero_init(out_conv)  # starts as "repeat the last latent"
+        # Each temporal layer's entry in the context cache: its place in the pass (down, then mid).
+        self.temporal_layers = [t for stage in (*self.down, self.mid_out) for t in stage.temporal]
+        for index, layer in enumerate(self.temporal_layers):
+            layer.index = index
 
     def _cond(self, actions: torch.Tensor, levels: torch.Tensor, role: int) -> torch.Tensor:
         # actions (B, T, A), levels (B, T) -> (B*T*V, cond_dim)
@@ -128,7 +132,7 @@ class DynamicsNet(nn.Module):
         tp = TemporalPass("context", b, t, v)
         h = self.ctx_stem(self._with_coords(z.flatten(0, 2))) + self._field(actions)
         self._unet(h, self._cond(actions, levels, 0), tp)
-        return tp.emitted
+        return tp.emitted_in_order(len(self.temporal_layers))
 
     def predict(self, x_t: torch.Tensor, t: torch.Tensor, z_prev: torch.Tensor, actions: torch.Tensor,
                 context: list[KV], offsets: torch.Tensor, z_prev2: torch.Tensor | None = None) -> torch.Tensor:

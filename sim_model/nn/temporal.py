@@ -22,9 +22,11 @@ KV = tuple[torch.Tensor, torch.Tensor]  # keys, values: (B, T, P, heads, d), P =
 @dataclass
 class TemporalPass:
     """What the temporal layers of one U-Net pass need to know and what they leave behind.
+    Each layer knows its own place among the net's temporal layers (`TemporalAttention.index`,
+    given by the net that builds them), so nothing here counts calls.
 
-    mode "context": frames are past latents; each layer appends its (k, v) to `emitted`.
-    mode "target": each layer reads `context[layer]` and masks/biases it with `offsets`
+    mode "context": frames are past latents; layer i stores its (k, v) as `emitted[i]`.
+    mode "target": layer i reads `context[i]` and masks/biases it with `offsets`
     (Tq, Tc) long: how many steps target q lies after context k (1..window), -1 = not visible.
     """
 
@@ -34,15 +36,23 @@ class TemporalPass:
     views: int
     context: list[KV] = field(default_factory=list)
     offsets: torch.Tensor | None = None
-    emitted: list[KV] = field(default_factory=list)
-    layer: int = 0
+    emitted: dict[int, KV] = field(default_factory=dict)
+
+    def emitted_in_order(self, layers: int) -> list[KV]:
+        """The context pass's keys/values, layer 0 first (ValueError if a layer left none)."""
+        if sorted(self.emitted) != list(range(layers)):
+            raise ValueError(f"temporal layers {sorted(self.emitted)} emitted keys/values, expected 0..{layers - 1}")
+        return [self.emitted[i] for i in range(layers)]
 
 
 class TemporalAttention(nn.Module):
-    """Per-position attention over time with a learned bias per head and step offset."""
+    """Per-position attention over time with a learned bias per head and step offset. `index`
+    is its place among the temporal layers of its net: the entry of the context cache it
+    writes (context pass) and reads (target pass)."""
 
     def __init__(self, channels: int, heads: int, window: int) -> None:
         super().__init__()
+        self.index = -1  # set by the net that places it (DynamicsNet); not a weight
         self.heads, self.window = heads, window
         self.norm = nn.LayerNorm(channels)
         self.qkv = nn.Linear(channels, 3 * channels)
@@ -58,11 +68,10 @@ class TemporalAttention(nn.Module):
         tokens = x.reshape(b, t, v, c, h * w).permute(0, 1, 2, 4, 3).reshape(b, t, v * h * w, c)
         q, k, val = self.qkv(self.norm(tokens)).reshape(b, t, -1, 3, self.heads, c // self.heads).unbind(3)
         if tp.mode == "context":
-            tp.emitted.append((k, val))
+            tp.emitted[self.index] = (k, val)
             out = val  # attending only to itself
         else:
-            out = self._attend(q, k, val, tp.context[tp.layer], tp.offsets)
-        tp.layer += 1
+            out = self._attend(q, k, val, tp.context[self.index], tp.offsets)
         out = self.proj(out.reshape(b, t, -1, c))
         out = out.reshape(b, t, v, h * w, c).permute(0, 1, 2, 4, 3).reshape(n, c, h, w)
         return x + out
