@@ -32,14 +32,19 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.cli import UserError
-from pipeline.commands.eval import parse_horizons
 from pipeline.evaluation.stats import bootstrap_mean_interval
 from pipeline.pusht.tee_fit import CANVAS
 from pipeline.pusht.vision import T_AREA, PushTAnalyzer, estimate_block_pose
 from schemas import SpecError
+from schemas.errors import UserError
 from sim_model.data.store import EpisodeStore
-from sim_model.evaluate import EpisodeVideo, FidelityReport, evaluate_fidelity, mask_iou
+from sim_model.evaluate import (
+    EpisodeVideo,
+    FidelityReport,
+    evaluate_fidelity,
+    mask_iou,
+    parse_horizons,
+)
 from sim_model.stability import run_stability
 from sim_model.storage.atomic import write_text
 from sim_model.world_model import WorldModel

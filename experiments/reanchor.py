@@ -31,8 +31,8 @@ import torch
 
 from experiments import ablation_score
 from experiments.fidelity_diagnosis import snap_to_palette
-from pipeline.cli import UserError
 from schemas import SpecError
+from schemas.errors import UserError
 from sim_model.world_model import StepResult, WorldModel
 
 log = logging.getLogger("reanchor")

@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas import SpecError
+from schemas.errors import UserError
 from sim_model.data.store import EpisodeStore
 from sim_model.metrics import psnr, ssim
 from sim_model.world_model import WorldModel
@@ -142,6 +143,18 @@ def check_compatible(model: WorldModel, store: EpisodeStore) -> None:
     if mf.action_dim != sf.action_dim:
         raise SpecError(f"the data's actions have {sf.action_dim} dimensions but the model takes "
                         f"{mf.action_dim}.")
+
+
+def parse_horizons(text: str) -> list[int]:
+    """The horizons of `--horizons 1,10,50`: positive step counts; UserError saying the form otherwise."""
+    try:
+        horizons = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(f"--horizons {text!r} is not a comma-separated list of integers, "
+                        "e.g. 1,10,50,200.") from None
+    if not horizons or min(horizons) < 1:
+        raise UserError(f"--horizons {text!r}: give positive step counts, e.g. 1,10,50,200.")
+    return horizons
 
 
 def plan_horizons(lengths: dict[int, int], horizons: Sequence[int], start: int,

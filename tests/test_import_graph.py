@@ -23,6 +23,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.test_package_maps import named_paths
+
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("schemas", "sim_model", "workers", "pipeline", "experiments", "benchmarks")  # bottom first
 CLIENTS = ("experiments", "benchmarks")  # above the product, side by side
@@ -194,3 +196,48 @@ def test_the_graph_sees_a_circle_and_an_upward_import() -> None:
     assert _part("pipeline.tasks.registry") == (3, "pipeline.tasks.registry")
     assert _part("pipeline.tasks.base") == (5, "pipeline.tasks")
     assert any(m.startswith("benchmarks.") for m in graph)
+
+
+PRODUCT = ("schemas", "sim_model", "workers", "pipeline")
+CLI = ("pipeline.cli", "pipeline.commands")
+
+
+def _documented() -> set[str]:
+    """Every package of the product, and each module or package its parent's map names."""
+    found = set()
+    for package in PRODUCT:
+        for init in (ROOT / package).rglob("__init__.py"):
+            here = init.parent.relative_to(ROOT)
+            found.add(".".join(here.parts))
+            for name in named_paths(ast.get_docstring(ast.parse(init.read_text())) or ""):
+                found.add(".".join((here / name.removesuffix(".py").rstrip("/")).parts))
+    return found
+
+
+def _undocumented_uses(paths: list[Path], documented: set[str]) -> list[str]:
+    offenders = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                modules, names = [node.module or ""], [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                modules, names = [a.name for a in node.names], []
+            else:
+                continue
+            for module in modules:
+                if module.split(".")[0] not in PRODUCT:
+                    continue
+                why = ("the CLI" if any(_within(module, c) for c in CLI) else
+                       "undocumented" if module not in documented else
+                       "private" if any(n.startswith("_") for n in names) else None)
+                if why:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {module} ({why})")
+    return offenders
+
+
+def test_experiments_use_only_documented_modules() -> None:
+    clients = sorted([*(ROOT / "experiments").rglob("*.py"), *(ROOT / "tests" / "experiments").rglob("*.py")])
+    documented = _documented()
+    assert {"sim_model.evaluate", "pipeline.pusht.features", "workers.actions.base"} <= documented
+    assert _undocumented_uses(clients, documented) == []
+    assert _undocumented_uses([ROOT / "pipeline" / "cli.py"], {"schemas"}) != []  # it can fail

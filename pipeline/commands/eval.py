@@ -149,17 +149,6 @@ def _positive(value: int | None, flag: str) -> None:
         raise UserError(f"{flag} must be at least 1, got {value}.")
 
 
-def parse_horizons(text: str) -> list[int]:
-    try:
-        horizons = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UserError(f"--horizons {text!r} is not a comma-separated list of integers, "
-                        "e.g. 1,10,50,200.") from None
-    if not horizons or min(horizons) < 1:
-        raise UserError(f"--horizons {text!r}: give positive step counts, e.g. 1,10,50,200.")
-    return horizons
-
-
 def _load_model(args: argparse.Namespace) -> Any:
     import torch
 
@@ -214,7 +203,7 @@ def run_fidelity(args: argparse.Namespace) -> int:
     from pipeline.evaluation import report as out
     from sim_model.data.formats import dataset_kind
     from sim_model.data.store import EpisodeStore
-    from sim_model.evaluate import evaluate_fidelity
+    from sim_model.evaluate import evaluate_fidelity, parse_horizons
 
     horizons = parse_horizons(args.horizons)
     for flag in ("episodes", "batch_size", "context_frames"):

@@ -9,7 +9,9 @@ entry in `pipeline.tasks.registry.TASKS`:
     task.py        PushT: the Task interface, each method importing what it needs when called
     features.py    pusht_features(resolution): the FeatureSpec of its recordings
     env.py         PushTSim, a thin gym-pusht wrapper; geometry of the arena and the T
-    primitives.py  scripted play (push, rotate, contact, roam, chain); collect.py writes it
+    primitives.py  scripted play (push, rotate, contact, roam, chain)
+    aimed.py       contact-aimed and demonstrator-planned generators (held-out and training sets)
+    collect.py     writes it into an EpisodeStore (`iws collect pusht`)
     vision.py      the T and the agent from pixels alone (PushTAnalyzer, `--object-mask pusht`)
     tee_fit.py     the T's pose fitted to its pixels
     scorer.py      goal coverage from pixels (`pusht_coverage`)

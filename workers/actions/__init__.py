@@ -3,6 +3,12 @@
 Each implements `workers.actions.base.ActionSource`: `reset(episodes, observation)` then
 `actions(step, observation) -> (B, A)`. `GroupActions` drives a batch whose rows come from
 different sources, so a replica can roll any group of episodes in lockstep.
+
+    base.py          ActionSource, Observation, ActionBounds, episode_rng
+    scripted.py      seeded parametric motions in action space (random_walk_actions, ...)
+    replay.py        recorded action streams, optionally augmented per episode
+    streams.py       reading streams from a Zarr store, a LeRobot dataset or JSONL
+    policy.py        closed-loop policies (make_policy_source): lerobot's and `module:factory`
 """
 
 from __future__ import annotations
