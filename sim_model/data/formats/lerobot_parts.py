@@ -2,7 +2,7 @@
 
 lerobot allows one writer per dataset root (docs: REFERENCE.md). Here each writer (a generation
 replica) writes a *part*, a few episodes, through lerobot's own API into a local temporary
-dataset (`lerobot_writer.write_shard`), checks and repairs it there (`lerobot_repair`), then
+dataset (`lerobot_writer.write_slice`), checks and repairs it there (`lerobot_repair`), then
 puts its data file and its videos straight at their place in the final dataset and keeps its
 own metadata beside it:
 
@@ -77,7 +77,7 @@ def video_uri(dest: str, video_key: str, key: int) -> str:
 
 
 class _Episodes:
-    """In-memory episodes as an EpisodeSource (what lerobot_writer.write_shard reads)."""
+    """In-memory episodes as an EpisodeSource (what lerobot_writer.write_slice reads)."""
 
     def __init__(self, episodes: Sequence[Episode], features: FeatureSpec) -> None:
         self.episodes, self.features = list(episodes), features
@@ -116,7 +116,7 @@ def write_part(episodes: Sequence[Episode], features: FeatureSpec, dest: str, pa
     that stays as written, by URI: its videos and its metadata (not its data file, which
     `assemble` rewrites)."""
     from sim_model.data.formats.lerobot_repair import repair_and_verify
-    from sim_model.data.formats.lerobot_writer import check_exportable, quiet_encoders, write_shard
+    from sim_model.data.formats.lerobot_writer import check_exportable, quiet_encoders, write_slice
 
     if not episodes:
         raise ValueError("a part holds at least one episode")
@@ -125,7 +125,7 @@ def write_part(episodes: Sequence[Episode], features: FeatureSpec, dest: str, pa
     work = Path(tempfile.mkdtemp(prefix="iws-lerobot-part-"))
     try:
         root = work / "part"
-        summaries = write_shard(_Episodes(episodes, features), range(len(episodes)), root,
+        summaries = write_slice(_Episodes(episodes, features), range(len(episodes)), root,
                                 repo_id="iws/part", tasks=tasks, vcodec=vcodec, camera_keys=camera_keys)
         repair_and_verify(root, summaries, fps)
         info = json.loads((root / "meta" / "info.json").read_text())

@@ -10,7 +10,7 @@ Rewritten (atomically, through sim_model.storage.atomic.write_file):
     timestamps of the video itself (aggregation derives them from container durations,
     which drift);
   - meta/stats.json and every per-episode `stats/...` column, recomputed exactly (stats.py):
-    lerobot 0.4.4's image std is ~0 (uint8 overflow) and a merge keeps the shards' index stats.
+    lerobot 0.4.4's image std is ~0 (uint8 overflow) and a merge keeps the slices' index stats.
 """
 
 from __future__ import annotations

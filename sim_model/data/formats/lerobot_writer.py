@@ -5,7 +5,7 @@ Written through lerobot's own API (`LeRobotDataset.create` / `add_frame` / `save
 wrong (lerobot_repair.py: image std, merged index stats, video timestamp offsets).
 
 Writers. One writer per dataset root is the only safe pattern in lerobot. `workers=1` writes a
-single root; `workers=N` splits the episodes into N contiguous shards, writes each shard's root
+single root; `workers=N` splits the episodes into N contiguous slices, writes each slice's root
 in its own process and merges them with `lerobot.datasets.aggregate.aggregate_datasets`.
 Measured in benchmarks/results/export.md: on the 2-core development machine one writer already
 keeps both cores busy (the AV1 encoder has its own threads) and two writers were 6x slower in
@@ -82,12 +82,12 @@ def export_lerobot(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
     work.mkdir(parents=True)
     try:
         root = work / "dataset"
-        shards = _shards(len(source), mergeable_writers(source.features, workers))
-        if len(shards) == 1:
-            summaries = write_shard(source, shards[0], root, repo_id=repo_id, tasks=tasks,
+        slices = _slices(len(source), mergeable_writers(source.features, workers))
+        if len(slices) == 1:
+            summaries = write_slice(source, slices[0], root, repo_id=repo_id, tasks=tasks,
                                     vcodec=vcodec, camera_keys=camera_keys, on_episode=on_episode)
         else:
-            summaries = _write_parallel(source, shards, work, root, repo_id, tasks, vcodec,
+            summaries = _write_parallel(source, slices, work, root, repo_id, tasks, vcodec,
                                         on_episode, camera_keys)
         repair_and_verify(root, summaries, fps)
         # Also gives lerobot's videos (made through 0600 temporary files) the umask's modes.
@@ -142,7 +142,7 @@ def episode_tasks(source: EpisodeSource, fallback: str | None) -> list[str]:
     return tasks
 
 
-def write_shard(source: EpisodeSource, episodes: Sequence[int], root: Path, *, repo_id: str,
+def write_slice(source: EpisodeSource, episodes: Sequence[int], root: Path, *, repo_id: str,
                 tasks: Sequence[str], vcodec: str, camera_keys: dict[str, str] | None = None,
                 on_episode: Callable[[int], None] | None = None) -> list[EpisodeSummary]:
     """One lerobot writer: episodes `episodes` of `source` into a new dataset at `root`."""
@@ -207,22 +207,22 @@ def _per_step(value: np.ndarray) -> np.ndarray:
 
 
 def mergeable_writers(features: FeatureSpec, workers: int) -> int:
-    """`workers`, or one writer where lerobot 0.4.4 cannot merge the shards: its
+    """`workers`, or one writer where lerobot 0.4.4 cannot merge the slices: its
     `aggregate_datasets` round-trips the data files through pandas, which fails (ArrowTypeError)
     on a feature of two or more dimensions per step, e.g. the sweep task's (80, 2) disc centres.
     One writer makes the same dataset, only without the parallel speed-up."""
     multi = [extra.name for extra in features.extras if len(extra.shape) > 1]
     if workers > 1 and multi:
         log.warning("writing with one writer instead of %d: lerobot's aggregation cannot merge "
-                    "shards with multi-dimensional features (%s)", workers, ", ".join(multi))
+                    "slices with multi-dimensional features (%s)", workers, ", ".join(multi))
         return 1
     return workers
 
 
-def _shards(n: int, workers: int) -> list[range]:
+def _slices(n: int, workers: int) -> list[range]:
     if workers < 1:
         raise SpecError(f"workers={workers}; use 1 (one writer) or more.")
-    count = min(workers, n)  # aggregate_datasets breaks on a shard without episodes
+    count = min(workers, n)  # aggregate_datasets breaks on a slice without episodes
     size = math.ceil(n / count)
     return [range(s, min(s + size, n)) for s in range(0, n, size)]
 
@@ -247,14 +247,14 @@ def _init_worker(queue: Any) -> None:
     logging.basicConfig(level=logging.WARNING)
 
 
-def _shard_job(source: EpisodeSource, episodes: range, root: Path, repo_id: str,
+def _slice_job(source: EpisodeSource, episodes: range, root: Path, repo_id: str,
                tasks: Sequence[str], vcodec: str,
                camera_keys: dict[str, str] | None) -> list[EpisodeSummary]:
-    return write_shard(source, episodes, root, repo_id=repo_id, tasks=tasks, vcodec=vcodec,
+    return write_slice(source, episodes, root, repo_id=repo_id, tasks=tasks, vcodec=vcodec,
                        camera_keys=camera_keys, on_episode=_progress_queue.put if _progress_queue is not None else None)
 
 
-def _write_parallel(source: EpisodeSource, shards: list[range], work: Path, root: Path,
+def _write_parallel(source: EpisodeSource, slices: list[range], work: Path, root: Path,
                     repo_id: str, tasks: Sequence[str], vcodec: str,
                     on_episode: Callable[[int], None] | None,
                     camera_keys: dict[str, str] | None = None) -> list[EpisodeSummary]:
@@ -263,13 +263,13 @@ def _write_parallel(source: EpisodeSource, shards: list[range], work: Path, root
     # spawn, not fork: the parent may hold torch/ray threads that a fork would copy mid-state.
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    roots = [work / f"shard-{k:03d}" for k in range(len(shards))]
-    ids = [f"{repo_id}-shard{k:03d}" for k in range(len(shards))]
-    with ProcessPoolExecutor(len(shards), mp_context=context, initializer=_init_worker,
+    roots = [work / f"slice-{k:03d}" for k in range(len(slices))]
+    ids = [f"{repo_id}-slice{k:03d}" for k in range(len(slices))]
+    with ProcessPoolExecutor(len(slices), mp_context=context, initializer=_init_worker,
                              initargs=(queue,)) as pool:
-        futures = [pool.submit(_shard_job, source, shard, shard_root, shard_id, tasks, vcodec,
+        futures = [pool.submit(_slice_job, source, piece, piece_root, piece_id, tasks, vcodec,
                                camera_keys)
-                   for shard, shard_root, shard_id in zip(shards, roots, ids, strict=True)]
+                   for piece, piece_root, piece_id in zip(slices, roots, ids, strict=True)]
         _drain(queue, futures, on_episode)
         summaries = [s for future in futures for s in future.result()]
     aggregate_datasets(ids, repo_id, roots=roots, aggr_root=root)
