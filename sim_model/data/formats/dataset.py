@@ -66,8 +66,11 @@ def open_dataset(path: str | os.PathLike[str], *, keys: dict[str, str] | None = 
         return ShardedDataset(path, verify=verify)
     if kind == "lerobot":
         from sim_model.data.formats.lerobot_reader import LeRobotReader
+        from sim_model.data.formats.lerobot_v21 import is_v21, v30_copy
 
-        return LeRobotReader(_local_copy(path))
+        local = _local_copy(path)
+        # v2.1 (openpi's, GR00T's): read through lerobot's own conversion to v3.0, cached
+        return LeRobotReader(v30_copy(local) if is_v21(local) else local)
     from sim_model.data.formats.zarr_dp_reader import DPZarrReader
 
     return DPZarrReader(_local_copy(path), keys=keys, fps=fps, task=task)

@@ -18,6 +18,7 @@ bookkeeping, not observations a real robot would have.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -139,6 +140,11 @@ def from_lerobot_features(info_features: dict[str, dict[str, Any]],
             continue
         else:
             name = iws_name(key)
+            # a v2.1 export keeps a multi-dimensional extra flat, its shape beside it (lerobot_v21.py)
+            kept = tuple(ft.get("iws_shape") or shape)
+            if math.prod(kept) != math.prod(shape):
+                raise SpecError(f"feature '{key}': iws_shape {list(kept)} does not hold its {list(shape)} values.")
+            shape = kept
             extras.append(ExtraSpec(name=name, shape=() if shape == (1,) else shape,
                                     dtype=ft["dtype"]))
         mapping[name] = key

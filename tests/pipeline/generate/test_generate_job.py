@@ -25,6 +25,7 @@ from pipeline.generate.expand import groups
 from pipeline.generate.preflight import preflight
 from schemas import JobSpec, RunManifest
 from sim_model.data.formats import open_dataset
+from tests.fixtures.lerobot_v21 import check_converts_and_loads, check_groot_contract
 from tests.fixtures.ray_cluster import REPO_ROOT
 from tests.pipeline.generate.rerun import rerolled_checksums
 from tests.workers.jobs import job_dict, write_job
@@ -70,6 +71,11 @@ def test_generate_end_to_end_with_filter_and_exports(tmp_path: Path, ray_cluster
     info = json.loads((out / "lerobot" / "meta" / "info.json").read_text())
     assert info["total_episodes"] == 3 and info["total_frames"] == 12
     _check_preview_and_summary(out, manifest)
+    # the job's own dataset as LeRobot v2.1, read by lerobot's converter and loader, and as GR00T reads it
+    assert main(["export", "lerobot", str(out / "dataset"), str(tmp_path / "v21"), "--codebase", "v2.1",
+                 "--groot"]) == 0
+    check_converts_and_loads(dataset, tmp_path / "v21", tmp_path, max_error=None)
+    check_groot_contract(tmp_path / "v21")
 
     before = marker_times(out)
     assert main(["generate", str(path), "--no-progress"]) == 0  # a finished job: nothing to do

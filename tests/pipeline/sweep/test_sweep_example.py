@@ -11,6 +11,7 @@ from pipeline.cli import main
 from pipeline.sweep.features import sweep_features
 from schemas import RunManifest
 from sim_model.data.formats import open_dataset
+from tests.fixtures.lerobot_v21 import check_converts_and_loads, check_groot_contract
 from tests.fixtures.ray_cluster import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "examples" / "sweep_generate.yaml"
@@ -34,3 +35,12 @@ def test_the_sweep_example_job_generates_both_cameras_and_exports(tmp_path: Path
     info = json.loads((out / "lerobot" / "meta" / "info.json").read_text())
     assert info["total_episodes"] == 4
     assert {"observation.images.top", "observation.images.side"} <= set(info["features"])
+    # both cameras as LeRobot v2.1, read by lerobot's converter and loader, and as GR00T reads it
+    assert main(["export", "lerobot", str(out / "dataset"), str(tmp_path / "v21"), "--codebase", "v2.1",
+                 "--groot"]) == 0
+    check_converts_and_loads(open_dataset(out / "dataset"), tmp_path / "v21", tmp_path, max_error=None)
+    modality = check_groot_contract(tmp_path / "v21")
+    for group in ("state", "action"):  # the actions are the pushers' targets: grouped the same
+        assert {name: (e["start"], e["end"]) for name, e in modality[group].items()} == {
+            "pusher0": (0, 2), "pusher1": (2, 4)}
+    assert set(modality["video"]) == {"top", "side"}
