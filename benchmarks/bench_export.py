@@ -1,4 +1,5 @@
-"""Export speed and size: LeRobot v3.0 (AV1 / H.264, one writer or several) and DP Zarr.
+"""Export speed and size: LeRobot v3.0 (AV1 / H.264, one writer or several), LeRobot v2.1
+(H.264, per-episode files) and DP Zarr.
 
 Collects gym-pusht episodes (scripted play, the real task's frames) at each resolution into an
 EpisodeStore (cached between runs), then exports it and reports frames per wall-second, frames
@@ -47,10 +48,10 @@ def _bytes(path: Path, pattern: str = "**/*") -> int:
 
 def pixel_error(source_path: Path, lerobot_root: Path, episodes: int = 3) -> tuple[float, float]:
     """Mean |error| (grey levels) and PSNR (dB) of decoded frames over the first episodes."""
-    from sim_model.data.formats.lerobot_reader import LeRobotReader
+    from sim_model.data.formats import open_dataset
     from sim_model.data.store import EpisodeStore
 
-    source, decoded = EpisodeStore.open(source_path), LeRobotReader(lerobot_root)
+    source, decoded = EpisodeStore.open(source_path), open_dataset(lerobot_root)  # v2.1: converted
     diffs = [decoded.episode(i).frames["top"].astype(np.float64) - source.episode(i).frames["top"]
              for i in range(min(episodes, len(source)))]
     diff = np.concatenate([d.ravel() for d in diffs])
@@ -75,6 +76,7 @@ def run_case(name: str, source: Path, out: Path, export) -> dict[str, float | st
 
 
 def cases(workers: list[int]) -> dict[str, object]:
+    from sim_model.data.formats.lerobot_v21 import export_lerobot_v21
     from sim_model.data.formats.lerobot_writer import export_lerobot
     from sim_model.data.formats.zarr_dp_writer import export_zarr_dp
 
@@ -84,6 +86,9 @@ def cases(workers: list[int]) -> dict[str, object]:
             lambda s, d, n=n: export_lerobot(s, d, repo_id="bench/x", workers=n))
     out["lerobot H.264, 1 writer"] = lambda s, d: export_lerobot(s, d, repo_id="bench/x",
                                                                    vcodec="h264")
+    for n in workers:
+        out[f"lerobot v2.1 H.264, {n} writer(s)"] = (
+            lambda s, d, n=n: export_lerobot_v21(s, d, workers=n))
     out["zarr-dp (blosc-zstd3, 1 frame/chunk)"] = lambda s, d: export_zarr_dp(s, d)
     return out
 
@@ -115,6 +120,7 @@ def main() -> None:
     import lerobot.datasets.lerobot_dataset  # noqa: F401  (import cost kept out of the timings)
 
     args.workdir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("IWS_CACHE_DIR", str(args.workdir / "cache"))  # v2.1 read back via v3.0
     print(f"{args.episodes} gym-pusht episodes x {args.steps} steps per resolution, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     for resolution in args.resolutions:

@@ -12,8 +12,8 @@
     lerobot_writer.py    `export_lerobot`, through lerobot's own API ...
     lerobot_repair.py    ... then checked and corrected where lerobot 0.4.4 is wrong (stats.py)
     zarr_dp_writer.py    `export_zarr_dp`: the layout Diffusion Policy's ReplayBuffer opens
-    lerobot_v21.py       `export_lerobot_v21`: LeRobot v2.1 (openpi, GR00T); a v2.1 dataset is
-                         read through lerobot's own v2.1 -> v3.0 converter (`v30_copy`)
+    lerobot_v21.py       `export_lerobot_v21`: LeRobot v2.1 (openpi, GR00T)
+    lerobot_convert.py   a v2.1 dataset read through lerobot's own v2.1 -> v3.0 converter
     groot.py             GR00T's meta/modality.json; openpi's norm_stats.json
 
 It sits under the workers (which read initial frames and replayed actions through it) and the

@@ -65,8 +65,8 @@ def open_dataset(path: str | os.PathLike[str], *, keys: dict[str, str] | None = 
 
         return ShardedDataset(path, verify=verify)
     if kind == "lerobot":
+        from sim_model.data.formats.lerobot_convert import is_v21, v30_copy
         from sim_model.data.formats.lerobot_reader import LeRobotReader
-        from sim_model.data.formats.lerobot_v21 import is_v21, v30_copy
 
         local = _local_copy(path)
         # v2.1 (openpi's, GR00T's): read through lerobot's own conversion to v3.0, cached

@@ -1,5 +1,5 @@
 """Write any iws-readable dataset as a LeRobot v2.1 dataset, the layout openpi (pi0, pi0.5) and
-GR00T N1.x fine-tune from; and turn a v2.1 dataset into v3.0 with lerobot's own converter.
+GR00T N1.x fine-tune from (reading v2.1: lerobot_convert.py).
 
 lerobot 0.4.4 writes only v3.0 and converts only v2.1 -> v3.0, so the v2.1 files are written
 here, as lerobot 0.3.x (the last v2.1 release) lays them out:
@@ -27,15 +27,12 @@ merged), and the dataset appears at its destination only when complete and check
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import logging
 import math
 import multiprocessing
 import os
 import shutil
-import tempfile
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -317,64 +314,3 @@ def _jsonl(path: Path, rows: Any) -> None:
     with path.open("w") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")
-
-
-# -- reading: v2.1 -> v3.0 with lerobot's own converter ---------------------------------------
-
-def is_v21(root: str | os.PathLike[str]) -> bool:
-    """Whether the LeRobot dataset at `root` says it is codebase v2.x."""
-    try:
-        info = json.loads((Path(root) / "meta" / "info.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(info, dict) and str(info.get("codebase_version", "")).startswith("v2")
-
-
-def convert_to_v30(root: str | os.PathLike[str], dest: str | os.PathLike[str]) -> Path:
-    """A v3.0 copy at `dest` of the v2.1 dataset at `root`, made by lerobot 0.4.4's own
-    converter (`lerobot/datasets/v30/convert_dataset_v21_to_v30.py`). `root` is not changed:
-    the converter works in place, so it runs on a tree that links to root's data and videos."""
-    from lerobot.datasets.v30 import convert_dataset_v21_to_v30 as converter
-
-    root, dest = Path(root).absolute(), Path(dest).absolute()
-    info = json.loads((root / "meta" / "info.json").read_text())
-    if info.get("codebase_version") != V21:
-        raise SpecError(f"{root} is LeRobot {info.get('codebase_version')!r}; only v2.1 converts to v3.0 "
-                        "(an older v2.0 dataset: convert it to v2.1 with lerobot 0.3.x first).")
-    with tempfile.TemporaryDirectory(prefix=".v21-", dir=dest.parent) as tmp:
-        staged = Path(tmp) / "dataset"
-        staged.mkdir()
-        shutil.copytree(root / "meta", staged / "meta")
-        for name in ("data", "videos"):
-            if (root / name).is_dir():
-                (staged / name).symlink_to(root / name, target_is_directory=True)
-        try:  # the converter prints and draws progress bars: kept off the user's terminal
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                converter.convert_dataset(repo_id="dataset", root=tmp, push_to_hub=False)
-        except Exception as error:  # whatever lerobot's converter raises on a damaged dataset
-            cause = f"{error!r}" + (f" from {error.__cause__!r}" if error.__cause__ else "")
-            raise SpecError(f"lerobot's v2.1 -> v3.0 converter cannot read {root}: {cause}. Check "
-                            "meta/episodes.jsonl, meta/episodes_stats.jsonl and that every episode's "
-                            "parquet file and video is present.") from None
-        atomic.move_dir_into_place(staged, dest)
-    return dest
-
-
-def v30_copy(root: str | os.PathLike[str]) -> Path:
-    """A cached v3.0 conversion of the v2.1 dataset at `root` (keyed by its files' names, sizes
-    and times), for reading it as any LeRobot dataset is read."""
-    import hashlib
-
-    from sim_model.storage.s3 import cache_root
-
-    root = Path(root).absolute()
-    digest = hashlib.sha256(str(root).encode())
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            stat = path.stat()
-            digest.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-    home = cache_root() / "lerobot-v21" / digest.hexdigest()[:24]
-    if not (home / "meta" / "info.json").is_file():
-        home.parent.mkdir(parents=True, exist_ok=True)
-        convert_to_v30(root, home)
-    return home

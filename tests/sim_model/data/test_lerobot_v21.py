@@ -13,7 +13,8 @@ import pytest
 from pipeline.cli import main
 from schemas import SpecError
 from sim_model.data.formats import import_dataset, open_dataset
-from sim_model.data.formats.lerobot_v21 import export_lerobot_v21, is_v21
+from sim_model.data.formats.lerobot_convert import is_v21
+from sim_model.data.formats.lerobot_v21 import export_lerobot_v21
 from sim_model.data.formats.stats import array_stats
 from tests.fixtures.lerobot_v21 import check_converts_and_loads
 from tests.fixtures.store import TINY_LENGTHS
