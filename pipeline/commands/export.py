@@ -19,9 +19,9 @@ CODEBASES = ("v3.0", "v2.1")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("export", help="write a dataset as LeRobot v3.0 or Diffusion-Policy Zarr",
+    parser = sub.add_parser("export", help="write a dataset as LeRobot (v3.0, v2.1) or Diffusion-Policy Zarr",
                             description="SRC may be an iws episode store, a Diffusion-Policy Zarr "
-                            "store or a LeRobot v3.0 dataset root.")
+                            "store or a LeRobot v3.0 or v2.1 dataset root.")
     formats = parser.add_subparsers(dest="format", required=True, metavar="FORMAT")
 
     lerobot = formats.add_parser("lerobot", help="LeRobot v3.0 dataset (lerobot-train reads it), or "
