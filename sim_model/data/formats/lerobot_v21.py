@@ -135,9 +135,10 @@ def export_lerobot_v21(src: str | os.PathLike[str] | EpisodeSource, dest: str | 
     if dest.exists() and not overwrite:
         raise SpecError(f"{dest} already exists; choose a new destination or pass --overwrite.")
     texts = list(dict.fromkeys(tasks))
+    index = {text: k for k, text in enumerate(texts)}
     plan = _Plan(features={**_flat(to_lerobot_features(source.features, camera_keys)), **DEFAULT_FEATURES},
                  mapping=key_map(source.features, camera_keys), cameras=source.features.camera_names,
-                 fps=fps, vcodec=vcodec, task_index=tuple(texts.index(t) for t in tasks))
+                 fps=fps, vcodec=vcodec, task_index=tuple(index[t] for t in tasks))
     work = dest.parent / f".{dest.name}.partial-{uuid.uuid4().hex[:8]}"
     work.mkdir(parents=True)
     try:
@@ -154,7 +155,7 @@ def export_lerobot_v21(src: str | os.PathLike[str] | EpisodeSource, dest: str | 
 
 
 def _flat(features: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Numeric features of two or more dimensions per step (sweep's (80, 2) disc centres) stored
+    """Numeric features of two or more dimensions per step (sweep's (80, 2) particles) stored
     as one flat list, their shape kept as `iws_shape`: lerobot's v2.1 -> v3.0 converter joins the
     episodes' parquet files through pandas, which fails on `datasets`' Array2D columns."""
     out = {}
@@ -168,16 +169,15 @@ def _flat(features: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def _write_episodes(source: EpisodeSource, plan: _Plan, root: Path, workers: int,
                     on_episode: Callable[[int], None] | None) -> list[_Written]:
-    n = len(source)
-    count = min(workers, n)
-    if count <= 1:
-        return [_write_episode(source, i, plan, root, on_episode) for i in range(n)]
-    bounds = np.linspace(0, n, count + 1).round().astype(int)
+    from sim_model.data.formats.lerobot_writer import contiguous_slices
+
+    slices = contiguous_slices(len(source), workers)
+    if len(slices) <= 1:
+        return [_write_episode(source, i, plan, root, on_episode) for i in range(len(source))]
     # spawn, not fork: the parent may hold torch/ray threads that a fork would copy mid-state.
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(count, mp_context=context) as pool:
-        futures = [pool.submit(_write_slice, source, range(a, b), plan, root)
-                   for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    with ProcessPoolExecutor(len(slices), mp_context=context) as pool:
+        futures = [pool.submit(_write_slice, source, episodes, plan, root) for episodes in slices]
         written = []
         for future in futures:
             part = future.result()

@@ -82,7 +82,7 @@ def export_lerobot(src: str | os.PathLike[str] | EpisodeSource, dest: str | os.P
     work.mkdir(parents=True)
     try:
         root = work / "dataset"
-        slices = _slices(len(source), mergeable_writers(source.features, workers))
+        slices = contiguous_slices(len(source), mergeable_writers(source.features, workers))
         if len(slices) == 1:
             summaries = write_slice(source, slices[0], root, repo_id=repo_id, tasks=tasks,
                                     vcodec=vcodec, camera_keys=camera_keys, on_episode=on_episode)
@@ -219,7 +219,8 @@ def mergeable_writers(features: FeatureSpec, workers: int) -> int:
     return workers
 
 
-def _slices(n: int, workers: int) -> list[range]:
+def contiguous_slices(n: int, workers: int) -> list[range]:
+    """Episodes 0..n split into at most `workers` contiguous, non-empty ranges."""
     if workers < 1:
         raise SpecError(f"workers={workers}; use 1 (one writer) or more.")
     count = min(workers, n)  # aggregate_datasets breaks on a slice without episodes
