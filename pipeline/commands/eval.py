@@ -24,12 +24,14 @@ USAGE = """Measure a world model against recorded data.
   iws eval stability --model CKPT --init STORE[#EP:FRAME] --steps 6000 --out DIR
   iws eval policy    --model CKPT --policy (DIR | module:function) --init DATASET --episodes N
                      [--horizon T] [--batch-size B] [--out DIR] [--ground-truth TASK] [--seed S]
+  iws eval ranking   --model CKPT --policy [FAMILY=](DIR | GLOB | module:function) ... --init DATASET
+                     --ground-truth TASK [--episodes N] [--horizon T] [--score-every K] --out DIR
 
 `iws eval EVALUATION --help` describes each."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("eval", help="evaluate a world model (fidelity, stability, policy)",
+    parser = sub.add_parser("eval", help="evaluate a world model (fidelity, stability, policy, ranking)",
                             description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
     evaluations = parser.add_subparsers(dest="evaluation", required=True)
     for register_evaluation in EVALUATIONS:
@@ -141,7 +143,50 @@ def _register_policy(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_policy)
 
 
-EVALUATIONS = [_register_fidelity, _register_stability, _register_policy]
+def _register_ranking(sub: argparse._SubParsersAction) -> None:
+    from pipeline.tasks.registry import TASKS
+
+    parser = sub.add_parser(
+        "ranking", help="rank policies in the world model against the task's real environment",
+        description="Evaluate every --policy from the same --episodes initial states in the world "
+        "model and in the --ground-truth task's environment (as `iws eval policy --ground-truth` "
+        "does, each policy through its own pre/post-processors), then report how well the model "
+        "ranks them: Pearson r, Spearman rho, Kendall tau, MMRV, the line of in-model on real score "
+        "and the checkpoint-selection regret, over all policies and per family, each with a 95% "
+        "bootstrap interval over the starts. Writes ranking.json, ranking.md, ranking.png and "
+        "policies/<name>.json to --out; per-policy scores are cached in --work, so a rerun (another "
+        "checkpoint, more policies, a killed run) rolls only what is new.")
+    parser.add_argument("--model", required=True, help=_model_help())
+    parser.add_argument("--policy", action="append", required=True, metavar="[FAMILY=]REF",
+                        help="a policy (repeat, at least 3 in all): a LeRobot checkpoint directory "
+                        "(its family: the policy type in its config.json), a glob of them, e.g. "
+                        "'runs/zoo/act/checkpoints/*/pretrained_model', or 'package.module:function' "
+                        "(family 'scripted'); FAMILY= names the family")
+    parser.add_argument("--init", required=True, help="Zarr episode store of held-out starts (for the "
+                        "ground truth: with the task's state, e.g. from `iws collect pusht`)")
+    parser.add_argument("--init-frame", type=int, default=0, help="frame of each init episode (default 0)")
+    parser.add_argument("--ground-truth", required=True, choices=list(TASKS),
+                        help="the task whose environment gives the real scores (pusht: gym-pusht)")
+    parser.add_argument("--episodes", type=int, default=16, help="starts per policy (default 16)")
+    parser.add_argument("--horizon", type=int, default=200, help="policy steps per episode (default 200)")
+    parser.add_argument("--batch-size", type=int, default=16, help="episodes rolled together")
+    parser.add_argument("--scorer", help="in-model scorer (default: the --ground-truth task's)")
+    parser.add_argument("--score-every", type=int, default=1, metavar="K",
+                        help="score the model's episodes from every K-th frame and the last (a PushT "
+                        "T fit costs ~30 ms a frame; default 1: every frame)")
+    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    parser.add_argument("--out", required=True, help="report directory")
+    parser.add_argument("--work", help="cache of per-policy scores (default OUT/cache)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the episodes' seeds and the bootstrap")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None,
+                        help="inference precision (default: the checkpoint's setting)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run_ranking)
+
+
+EVALUATIONS = [_register_fidelity, _register_stability, _register_policy, _register_ranking]
 
 
 def _positive(value: int | None, flag: str) -> None:
@@ -310,4 +355,58 @@ def run_policy(args: argparse.Namespace) -> int:
     out.write_json(outdir / "metrics.json", result.report)
     _console().print(policy_table(result.report))
     log.info("wrote %s (metrics.json%s)", outdir, ", " + ", ".join(result.report.videos) if result.report.videos else "")
+    return 0
+
+
+def run_ranking(args: argparse.Namespace) -> int:
+    from pipeline.evaluation import ranking
+    from pipeline.evaluation import report as out
+    from pipeline.evaluation.policy import episode_specs
+    from pipeline.tasks.registry import get_task, resolve_scorer
+    from schemas.job import InitSpec, PolicySource
+    from workers.actions.policy import make_policy_source
+    from workers.init_frames import list_init_refs
+
+    for flag in ("episodes", "horizon", "batch_size", "score_every", "resamples"):
+        _positive(getattr(args, flag), "--" + flag.replace("_", "-"))
+    if args.init_frame < 0:
+        raise UserError(f"--init-frame must be >= 0, got {args.init_frame}.")
+    import_from_working_dir()
+    entries = ranking.expand_policies(args.policy)
+    task = get_task(args.ground_truth, "--ground-truth")
+    scorer_name = args.scorer or task.scorer_name
+    scorer = ranking.every_kth(resolve_scorer(scorer_name, "--scorer"), args.score_every)
+    model = _load_model(args)
+    refs = list_init_refs(InitSpec(dataset=args.init, frame=args.init_frame), model.features)
+    outdir = Path(args.out)
+    setup = ranking.RankingSetup(
+        model=model, model_label=str(args.model), task=task, scorer=scorer,
+        scorer_label=scorer_name + (f" (every {args.score_every} frames)" if args.score_every > 1 else ""),
+        specs=episode_specs(refs, args.episodes, args.horizon, args.seed), horizon=args.horizon,
+        batch_size=args.batch_size, seed=args.seed, init=args.init,
+        work=Path(args.work) if args.work else outdir / "cache")
+
+    def build(ref: str) -> Any:
+        return make_policy_source(PolicySource(policy=ref), model.features, args.device)
+
+    reports = []
+    with _progress(args, "policies", len(entries)) as bar:
+        for entry in entries:
+            report = ranking.evaluate_entry(entry, setup, build)
+            out.write_json(outdir / "policies" / f"{ranking.slug(entry.name)}.json", report)
+            assert report.ground_truth is not None
+            log.info("%s (%s): in model %.3f, %s %.3f", entry.name, entry.family,
+                     report.world_model.mean_score, task.name, report.ground_truth.mean_score)
+            reports.append(report)
+            bar.update(1)
+    result = ranking.rank(entries, reports, args.seed, args.resamples)
+    out.write_json(outdir / "ranking.json", result)
+    text = ranking.markdown(result)
+    (outdir / "ranking.md").write_text(
+        f"# Policy ranking in {args.model} against {task.name}\n\n{text}\n\n"
+        f"{args.episodes} starts from {args.init}, {args.horizon} steps, scorer {setup.scorer_label}, "
+        f"seed {args.seed}; intervals: 95% bootstrap over starts ({args.resamples} resamples).\n")
+    ranking.plot(result, outdir / "ranking.png")
+    print(text)
+    log.info("wrote %s (ranking.json, ranking.md, ranking.png, policies/)", outdir)
     return 0
