@@ -153,8 +153,8 @@ def _register_ranking(sub: argparse._SubParsersAction) -> None:
         "does, each policy through its own pre/post-processors), then report how well the model "
         "ranks them: Pearson r, Spearman rho, Kendall tau, MMRV, the line of in-model on real score "
         "and the checkpoint-selection regret, over all policies and per family, each with a 95% "
-        "bootstrap interval over the starts. Writes ranking.json, ranking.md, ranking.png and "
-        "policies/<name>.json to --out; per-policy scores are cached in --work, so a rerun (another "
+        "bootstrap interval over the starts. Writes ranking.json, ranking.md, ranking.png, scores.json "
+        "(every start's scores) and policies/<name>.json to --out; per-policy scores are cached in --work, so a rerun (another "
         "checkpoint, more policies, a killed run) rolls only what is new.")
     parser.add_argument("--model", required=True, help=_model_help())
     parser.add_argument("--policy", action="append", required=True, metavar="[FAMILY=]REF",
@@ -171,6 +171,9 @@ def _register_ranking(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--horizon", type=int, default=200, help="policy steps per episode (default 200)")
     parser.add_argument("--batch-size", type=int, default=16, help="episodes rolled together")
     parser.add_argument("--scorer", help="in-model scorer (default: the --ground-truth task's)")
+    parser.add_argument("--also-score", action="append", default=[], metavar="SCORER",
+                        help="another in-model scorer on the same rollouts, ranked beside the first "
+                        "(repeatable), e.g. pipeline.pusht.scorer:pixel_coverage_score")
     parser.add_argument("--score-every", type=int, default=1, metavar="K",
                         help="score the model's episodes from every K-th frame and the last (a PushT "
                         "T fit costs ~30 ms a frame; default 1: every frame)")
@@ -376,6 +379,8 @@ def run_ranking(args: argparse.Namespace) -> int:
     task = get_task(args.ground_truth, "--ground-truth")
     scorer_name = args.scorer or task.scorer_name
     scorer = ranking.every_kth(resolve_scorer(scorer_name, "--scorer"), args.score_every)
+    also = {name: ranking.every_kth(resolve_scorer(name, "--also-score"), args.score_every)
+            for name in args.also_score}
     model = _load_model(args)
     refs = list_init_refs(InitSpec(dataset=args.init, frame=args.init_frame), model.features)
     outdir = Path(args.out)
@@ -384,23 +389,26 @@ def run_ranking(args: argparse.Namespace) -> int:
         scorer_label=scorer_name + (f" (every {args.score_every} frames)" if args.score_every > 1 else ""),
         specs=episode_specs(refs, args.episodes, args.horizon, args.seed), horizon=args.horizon,
         batch_size=args.batch_size, seed=args.seed, init=args.init,
-        work=Path(args.work) if args.work else outdir / "cache")
+        work=Path(args.work) if args.work else outdir / "cache", also=also)
 
     def build(ref: str) -> Any:
         return make_policy_source(PolicySource(policy=ref), model.features, args.device)
 
-    reports = []
+    reports, also_scores = [], {name: [] for name in also}
     with _progress(args, "policies", len(entries)) as bar:
         for entry in entries:
-            report = ranking.evaluate_entry(entry, setup, build)
+            report, extra = ranking.evaluate_entry(entry, setup, build)
+            for name, scores in extra.items():
+                also_scores[name].append(scores)
             out.write_json(outdir / "policies" / f"{ranking.slug(entry.name)}.json", report)
             assert report.ground_truth is not None
             log.info("%s (%s): in model %.3f, %s %.3f", entry.name, entry.family,
                      report.world_model.mean_score, task.name, report.ground_truth.mean_score)
             reports.append(report)
             bar.update(1)
-    result = ranking.rank(entries, reports, args.seed, args.resamples)
+    result = ranking.rank(entries, reports, args.seed, args.resamples, also_scores)
     out.write_json(outdir / "ranking.json", result)
+    ranking.write_scores(outdir / "scores.json", entries, reports, also_scores)
     text = ranking.markdown(result)
     (outdir / "ranking.md").write_text(
         f"# Policy ranking in {args.model} against {task.name}\n\n{text}\n\n"
@@ -408,5 +416,5 @@ def run_ranking(args: argparse.Namespace) -> int:
         f"seed {args.seed}; intervals: 95% bootstrap over starts ({args.resamples} resamples).\n")
     ranking.plot(result, outdir / "ranking.png")
     print(text)
-    log.info("wrote %s (ranking.json, ranking.md, ranking.png, policies/)", outdir)
+    log.info("wrote %s (ranking.json, ranking.md, ranking.png, scores.json, policies/)", outdir)
     return 0

@@ -34,8 +34,8 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -173,6 +173,7 @@ class RankingSetup:
     seed: int
     init: str
     work: Path
+    also: dict[str, Scorer] = field(default_factory=dict)  # more in-model scorers, by label
 
     def key(self) -> str:
         """The setup's part of the cache key (the starts, their seeds, the horizon, the scorer)."""
@@ -180,49 +181,81 @@ class RankingSetup:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _cached(path: Path, roll: Callable[[], list[SideScore]], episodes: int) -> list[SideScore]:
-    """Per-start scores at `path`, rolled and written (atomically) the first time; a damaged or
-    short file is rolled again."""
+def _load(path: Path, episodes: int) -> list[SideScore] | None:
+    """Per-start scores cached at `path`; None when missing, damaged or short."""
     try:
         scores = [SideScore.model_validate(s) for s in json.loads(path.read_text())]
-        if len(scores) == episodes:
-            return scores
     except (OSError, ValueError):
-        pass
-    scores = roll()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staged = path.with_suffix(f".{os.getpid()}.tmp")
-    staged.write_text(json.dumps([s.model_dump() for s in scores]))
-    os.replace(staged, path)
-    return scores
+        return None
+    return scores if len(scores) == episodes else None
+
+
+def _cached(paths: dict[str, Path], roll: Callable[[], dict[str, list[SideScore]]],
+            episodes: int) -> dict[str, list[SideScore]]:
+    """Per-start scores under each label of `paths`, rolled once for all of them and written
+    (atomically) when any is missing or damaged."""
+    loaded = {label: _load(path, episodes) for label, path in paths.items()}
+    if all(v is not None for v in loaded.values()):
+        return loaded  # type: ignore[return-value]
+    rolled = roll()
+    for label, path in paths.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staged = path.with_suffix(f".{os.getpid()}.tmp")
+        staged.write_text(json.dumps([s.model_dump() for s in rolled[label]]))
+        os.replace(staged, path)
+    return rolled
+
+
+def _recording(primary: Scorer, also: dict[str, Scorer]) -> tuple[Scorer, dict[str, list[SideScore]]]:
+    """`primary`, also scoring each episode with every scorer of `also` (recorded in call order:
+    the episodes' order)."""
+    from pipeline.evaluation.policy import score_episode
+
+    recorded: dict[str, list[SideScore]] = {label: [] for label in also}
+
+    def score(episode: Episode) -> TaskScore:
+        for label, scorer in also.items():
+            value, success = score_episode(scorer, episode)
+            recorded[label].append(SideScore(score=value, success=success))
+        return primary(episode)
+    return score, recorded
 
 
 def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "policy"
 
 
+def _label_dir(label: str) -> str:
+    return f"also-{slug(label)[:40]}-{hashlib.sha256(label.encode()).hexdigest()[:8]}"
+
+
 def evaluate_entry(entry: PolicyEntry, setup: RankingSetup,
-                   build: Callable[[str], ActionSource]) -> PolicyReport:
-    """Both sides of one policy (each cached), as `iws eval policy --ground-truth` reports them.
-    `build` makes a fresh policy from its reference (each side starts it anew)."""
+                   build: Callable[[str], ActionSource]) -> tuple[PolicyReport, dict[str, list[SideScore]]]:
+    """Both sides of one policy (each cached), as `iws eval policy --ground-truth` reports them,
+    and the in-model scores of every `setup.also` scorer (the same rollouts). `build` makes a
+    fresh policy from its reference (each side starts it anew)."""
     base = setup.work / setup.key()
     name = f"{slug(entry.name)}-{policy_digest(entry.ref)}.json"
+    model_dir = base / f"model-{setup.model.checkpoint_hash[:16]}"
 
-    def in_model() -> list[SideScore]:
-        return evaluate_in_model(setup.model, build(entry.ref), setup.scorer, setup.specs,
-                                 setup.batch_size, 0)[0]
+    def in_model() -> dict[str, list[SideScore]]:
+        scorer, recorded = _recording(setup.scorer, setup.also)
+        scores = evaluate_in_model(setup.model, build(entry.ref), scorer, setup.specs, setup.batch_size, 0)[0]
+        return {"": scores, **recorded}
 
-    def in_truth() -> list[SideScore]:
-        return setup.task.roll_ground_truth(build(entry.ref), setup.specs, setup.model.features,
-                                            setup.horizon, setup.batch_size, 0)[0]
+    def in_truth() -> dict[str, list[SideScore]]:
+        return {"": setup.task.roll_ground_truth(build(entry.ref), setup.specs, setup.model.features,
+                                                 setup.horizon, setup.batch_size, 0)[0]}
 
     n = len(setup.specs)
-    model_scores = _cached(base / f"model-{setup.model.checkpoint_hash[:16]}" / name, in_model, n)
-    truth_scores = _cached(base / setup.task.name / name, in_truth, n)
-    return summarize(setup.specs, model_scores, truth_scores, setup.seed,
-                     {"policy": entry.ref, "model": setup.model_label, "init": setup.init,
-                      "scorer": setup.scorer_label, "checkpoint_hash": setup.model.checkpoint_hash,
-                      "horizon": setup.horizon, "ground_truth_env": setup.task.name})
+    model_scores = _cached({"": model_dir / name, **{label: model_dir / _label_dir(label) / name
+                                                    for label in setup.also}}, in_model, n)
+    truth_scores = _cached({"": base / setup.task.name / name}, in_truth, n)[""]
+    report = summarize(setup.specs, model_scores.pop(""), truth_scores, setup.seed,
+                       {"policy": entry.ref, "model": setup.model_label, "init": setup.init,
+                        "scorer": setup.scorer_label, "checkpoint_hash": setup.model.checkpoint_hash,
+                        "horizon": setup.horizon, "ground_truth_env": setup.task.name})
+    return report, model_scores
 
 
 # -- agreement -------------------------------------------------------------------------------
@@ -291,6 +324,14 @@ class RankedPolicy(BaseModel):
     real_rank: int
 
 
+class AlsoScored(BaseModel):
+    """The ranking by another in-model scorer on the same rollouts."""
+
+    scores: dict[str, float] = Field(description="In-model mean score per policy name.")
+    overall: RankAgreement
+    per_family: dict[str, RankAgreement]
+
+
 class RankingReport(BaseModel):
     model: str
     checkpoint_hash: str
@@ -305,6 +346,8 @@ class RankingReport(BaseModel):
     overall: RankAgreement = Field(description="On mean score (the task's graded progress).")
     per_family: dict[str, RankAgreement]
     success: RankAgreement = Field(description="The same measures on success rates.")
+    also: dict[str, AlsoScored] = Field(default_factory=dict,
+                                        description="Each --also-score scorer's in-model ranking.")
 
 
 def _order(values: np.ndarray) -> np.ndarray:
@@ -312,19 +355,30 @@ def _order(values: np.ndarray) -> np.ndarray:
     return np.array([1 + int((values > v).sum()) for v in values])
 
 
+def _per_family(entries: Sequence[PolicyEntry], model: np.ndarray, real: np.ndarray, seed: int,
+                resamples: int) -> dict[str, RankAgreement]:
+    out = {}
+    for family in sorted({e.family for e in entries}):
+        rows = [i for i, e in enumerate(entries) if e.family == family]
+        out[family] = agreement(model[rows], real[rows], seed, resamples)
+    return out
+
+
+def score_matrix(scores: Sequence[Sequence[SideScore]], field: str = "score") -> np.ndarray:
+    """(policies, starts) array of one field of per-start scores."""
+    return np.array([[float(getattr(s, field)) for s in row] for row in scores])
+
+
 def rank(entries: Sequence[PolicyEntry], reports: Sequence[PolicyReport], seed: int,
-         resamples: int = 2000) -> RankingReport:
-    """The ranking report from each policy's two-sided report (same starts, same order)."""
+         resamples: int = 2000, also: Mapping[str, Sequence[Sequence[SideScore]]] | None = None,
+         ) -> RankingReport:
+    """The ranking report from each policy's two-sided report (same starts, same order), and
+    `also`: per scorer label, each policy's in-model scores by that scorer."""
     def matrix(side: str, field: str) -> np.ndarray:
-        return np.array([[float(getattr(getattr(e, side), field)) for e in r.episodes] for r in reports])
+        return score_matrix([[getattr(e, side) for e in r.episodes] for r in reports], field)
 
     model, real = matrix("world_model", "score"), matrix("ground_truth", "score")
     model_rank, real_rank = _order(model.mean(axis=1)), _order(real.mean(axis=1))
-    families = sorted({e.family for e in entries})
-    per_family = {}
-    for family in families:
-        rows = [i for i, e in enumerate(entries) if e.family == family]
-        per_family[family] = agreement(model[rows], real[rows], seed, resamples)
     first = reports[0]
     policies = []
     for i, (entry, report) in enumerate(zip(entries, reports, strict=True)):
@@ -334,16 +388,40 @@ def rank(entries: Sequence[PolicyEntry], reports: Sequence[PolicyReport], seed: 
             ground_truth=report.ground_truth,
             score_gap=report.ground_truth.mean_score - report.world_model.mean_score,
             model_rank=int(model_rank[i]), real_rank=int(real_rank[i])))
+    alternatives = {}
+    for label, rows in (also or {}).items():
+        other = score_matrix(rows)
+        alternatives[label] = AlsoScored(
+            scores={e.name: float(v) for e, v in zip(entries, other.mean(axis=1), strict=True)},
+            overall=agreement(other, real, seed, resamples),
+            per_family=_per_family(entries, other, real, seed, resamples))
     return RankingReport(
         model=first.model, checkpoint_hash=first.checkpoint_hash,
         ground_truth_env=first.ground_truth_env or "", init=first.init, scorer=first.scorer,
         horizon=first.horizon, episodes=len(first.episodes), seed=seed, resamples=resamples,
-        policies=policies, overall=agreement(model, real, seed, resamples), per_family=per_family,
+        policies=policies, overall=agreement(model, real, seed, resamples),
+        per_family=_per_family(entries, model, real, seed, resamples),
         success=agreement(matrix("world_model", "success"), matrix("ground_truth", "success"),
-                          seed, resamples))
+                          seed, resamples), also=alternatives)
 
 
 # -- what is written -------------------------------------------------------------------------
+
+
+def write_scores(path: Path, entries: Sequence[PolicyEntry], reports: Sequence[PolicyReport],
+                 also: Mapping[str, Sequence[Sequence[SideScore]]]) -> None:
+    """Every start's scores (scores.json), for analyses of one's own: per policy its family, the
+    real and in-model scores and successes per start, and each --also-score scorer's."""
+    rows = []
+    for i, (entry, report) in enumerate(zip(entries, reports, strict=True)):
+        rows.append({"name": entry.name, "family": entry.family, "policy": entry.ref,
+                     "real": [e.ground_truth.score for e in report.episodes if e.ground_truth],
+                     "real_success": [e.ground_truth.success for e in report.episodes if e.ground_truth],
+                     "model": {report.scorer: [e.world_model.score for e in report.episodes],
+                               **{label: [s.score for s in scores[i]] for label, scores in also.items()}},
+                     "model_success": [e.world_model.success for e in report.episodes]})
+    starts = [{"init": e.init, "seed": e.seed} for e in reports[0].episodes]
+    path.write_text(json.dumps({"starts": starts, "policies": rows}, indent=1))
 
 
 def _fmt(e: Estimate) -> str:
@@ -370,6 +448,13 @@ def markdown(report: RankingReport) -> str:
               *((f"{f}", a) for f, a in report.per_family.items())]
     for label, a in groups:
         lines.append(f"| {label} | {a.policies} | " + " | ".join(_fmt(getattr(a, m)) for m in MEASURES) + " |")
+    for scorer, alt in report.also.items():
+        lines += ["", f"In-model scorer `{scorer}` (same rollouts):", "",
+                  "| policies | n | Pearson r | Spearman rho | Kendall tau | MMRV | slope | intercept | "
+                  "regret |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for label, a in [("all (score)", alt.overall), *alt.per_family.items()]:
+            lines.append(f"| {label} | {a.policies} | " + " | ".join(_fmt(getattr(a, m)) for m in MEASURES)
+                         + " |")
     return "\n".join(lines)
 
 

@@ -15,16 +15,24 @@ A frame earns coverage only when it shows a rigid T: the fitted T must match the
 pixels with IoU >= MIN_SHAPE (the rigid-shape score; real gym-pusht frames score 0.92-0.99).
 Generated frames where the T has melted or smeared over the goal would otherwise be fitted a
 T there and be credited with coverage the physics never produced.
+
+Two looser scorers, for in-model evaluation where the model bends the T (`iws eval ranking
+--also-score`): `loose_shape_score` (the same fit, a frame counts from shape score LOOSE_SHAPE)
+and `pixel_coverage_score` (no fit at all: the share of the goal's pixels that are T-coloured,
+in frames whose T-coloured area is within PIXEL_AREA_RANGE of a T's).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import shapely
 import shapely.geometry as sg
 
-from pipeline.pusht.vision import fit_block
+from pipeline.pusht.tee_fit import T_AREA, pixel_centres
+from pipeline.pusht.vision import BLOCK, class_fractions, fit_block
 from sim_model.data.episode import Episode
 from workers.scoring import TaskScore
 
@@ -33,6 +41,8 @@ SUCCESS_THRESHOLD = 0.95  # gym-pusht: is_success = coverage > 0.95
 # Least rigid-shape score of a frame's T for its coverage to count. Over 500 held-out gym-pusht
 # frames at 96 x 96 the score was 0.918 at its lowest and 0.973 at the median.
 MIN_SHAPE = 0.85
+LOOSE_SHAPE = 0.6  # loose_shape_score's gate: a bent T still counts
+PIXEL_AREA_RANGE = (0.5, 1.5)  # pixel_coverage_score: T-coloured area, in T areas, of a counted frame
 # add_tee(scale=30, length=4): the crossbar's and the stem's vertices, in gym-pusht's order.
 _TEE_POLYS = (
     np.array([(-60.0, 30.0), (60.0, 30.0), (60.0, 0.0), (-60.0, 0.0)]),
@@ -62,11 +72,35 @@ def coverage_of_pose(pose: np.ndarray | None) -> float:
     return float(_GOAL.intersection(tee_geometry(pose)).area / _GOAL.area)
 
 
-def frame_coverage(frame: np.ndarray) -> float:
+def frame_coverage(frame: np.ndarray, min_shape: float = MIN_SHAPE) -> float:
     """Coverage of the goal by the T seen in one RGB frame (H, W, 3); 0.0 when no rigid T is
-    found (no T pixels, or a T shape score under MIN_SHAPE)."""
+    found (no T pixels, or a T shape score under `min_shape`)."""
     fit = fit_block(frame)
-    return 0.0 if fit is None or fit.iou < MIN_SHAPE else coverage_of_pose(fit.pose)
+    return 0.0 if fit is None or fit.iou < min_shape else coverage_of_pose(fit.pose)
+
+
+_GOAL_PIXELS: dict[tuple[int, int], np.ndarray] = {}
+
+
+def goal_pixels(h: int, w: int) -> np.ndarray:
+    """(H, W) bool: the pixels of an H x W frame whose centre lies in the goal region."""
+    if (h, w) not in _GOAL_PIXELS:
+        x, y = pixel_centres(h, w)
+        _GOAL_PIXELS[(h, w)] = shapely.contains_xy(_GOAL, x, y)
+    return _GOAL_PIXELS[(h, w)]
+
+
+def pixel_coverage(frame: np.ndarray) -> float:
+    """Share of the goal's pixels that are T-coloured (soft: each pixel's T fraction), with no
+    fit of the T's shape; 0.0 when the frame's T-coloured area is outside PIXEL_AREA_RANGE of a
+    T's (no T, or one smeared over the table)."""
+    block = class_fractions(frame)[..., BLOCK]
+    h, w = block.shape
+    area = block.sum() * (512.0 / w) * (512.0 / h) / T_AREA
+    if not PIXEL_AREA_RANGE[0] <= area <= PIXEL_AREA_RANGE[1]:
+        return 0.0
+    goal = goal_pixels(h, w)
+    return float(block[goal].sum() / goal.sum())
 
 
 @dataclass(frozen=True)
@@ -95,8 +129,9 @@ class CoverageTrace:
         return int(self.steps[hits[0]]) if hits.size else None
 
 
-def coverage_trace(frames: np.ndarray, stride: int = 1) -> CoverageTrace:
-    """Coverage of frames (T, H, W, 3) uint8: every `stride`-th frame and always the last one
+def coverage_trace(frames: np.ndarray, stride: int = 1,
+                   coverage: Callable[[np.ndarray], float] = frame_coverage) -> CoverageTrace:
+    """`coverage` of frames (T, H, W, 3) uint8: every `stride`-th frame and always the last one
     (a T fit costs ~30 ms at 96 x 96, so a stride trades a coarser trace for speed)."""
     frames = np.asarray(frames)
     if frames.ndim != 4 or frames.shape[-1] != 3 or len(frames) == 0:
@@ -104,7 +139,7 @@ def coverage_trace(frames: np.ndarray, stride: int = 1) -> CoverageTrace:
     if stride < 1:
         raise ValueError(f"stride must be at least 1, got {stride}")
     steps = np.unique(np.append(np.arange(0, len(frames), stride), len(frames) - 1))
-    return CoverageTrace(steps=steps, coverage=np.array([frame_coverage(frames[i]) for i in steps]))
+    return CoverageTrace(steps=steps, coverage=np.array([coverage(frames[i]) for i in steps]))
 
 
 def episode_frames(episode: Episode) -> np.ndarray:
@@ -121,4 +156,16 @@ def score_episode(episode: Episode) -> TaskScore:
     """The `pusht_coverage` scorer: best goal coverage over the episode's frames, success when
     it passes 0.95 - estimated from the pixels alone, every frame."""
     trace = coverage_trace(episode_frames(episode))
+    return TaskScore(trace.best, trace.success)
+
+
+def loose_shape_score(episode: Episode) -> TaskScore:
+    """As `score_episode`, a frame's coverage counting from a T shape score of LOOSE_SHAPE."""
+    trace = coverage_trace(episode_frames(episode), coverage=lambda f: frame_coverage(f, LOOSE_SHAPE))
+    return TaskScore(trace.best, trace.success)
+
+
+def pixel_coverage_score(episode: Episode) -> TaskScore:
+    """Best `pixel_coverage` over the episode's frames; success past SUCCESS_THRESHOLD."""
+    trace = coverage_trace(episode_frames(episode), coverage=pixel_coverage)
     return TaskScore(trace.best, trace.success)

@@ -2,6 +2,7 @@
 tiny random world model, real gym-pusht starts at 32 x 32, scripted policies and ACT checkpoints
 that lerobot-train saved along a few steps of training."""
 
+import json
 import os
 import subprocess
 import sys
@@ -44,6 +45,11 @@ Left = type("Left", (_Target,), {"target": TARGETS["Left"]})
 Centre = type("Centre", (_Target,), {"target": TARGETS["Centre"]})
 Right = type("Right", (_Target,), {"target": TARGETS["Right"]})
 SCRIPTED = [f"tests.pipeline.evaluation.test_eval_ranking:{name}" for name in TARGETS]
+PIXEL = "pipeline.pusht.scorer:pixel_coverage_score"
+
+
+def single_centre(out: Path) -> PolicyReport:
+    return PolicyReport.model_validate_json((out / "policies" / "Centre.json").read_text())
 
 
 def test_mmrv_regret_and_line_on_hand_made_scores():
@@ -119,7 +125,7 @@ def test_ranking_end_to_end(tiny_checkpoint, pusht_starts, act_run, tmp_path, ca
     argv = ["eval", "ranking", "--model", str(tiny_checkpoint), "--init", str(pusht_starts),
             "--ground-truth", "pusht", "--episodes", "4", "--horizon", "6", "--batch-size", "4",
             "--score-every", "2", "--resamples", "200", "--out", str(out), "--threads", "1",
-            "--no-progress", *[a for ref in (*SCRIPTED, act) for a in ("--policy", ref)]]
+            "--also-score", PIXEL, "--no-progress", *[a for ref in (*SCRIPTED, act) for a in ("--policy", ref)]]
     assert main(argv) == 0
     report = RankingReport.model_validate_json((out / "ranking.json").read_text())
     assert [p.name for p in report.policies] == ["Left", "Centre", "Right", "run/000002", "run/000004"]
@@ -144,18 +150,23 @@ def test_ranking_end_to_end(tiny_checkpoint, pusht_starts, act_run, tmp_path, ca
                  "--no-progress"]) == 0
     single = PolicyReport.model_validate_json((tmp_path / "single" / "metrics.json").read_text())
     assert single.ground_truth == report.policies[1].ground_truth
-    assert [e.ground_truth for e in single.episodes] == [
-        e.ground_truth for e in PolicyReport.model_validate_json((out / "policies/Centre.json").read_text()).episodes]
+    assert [e.ground_truth for e in single.episodes] == [e.ground_truth for e in single_centre(out).episodes]
     assert (out / "ranking.png").stat().st_size > 0 and "| all (score) | 5 |" in (out / "ranking.md").read_text()
     assert "MMRV" in capsys.readouterr().out
+    # The second scorer ranks the same rollouts; scores.json holds every start's scores of both.
+    assert list(report.also) == [PIXEL] and report.also[PIXEL].overall.policies == 5
+    rows = json.loads((out / "scores.json").read_text())["policies"]
+    assert [len(r["model"][PIXEL]) for r in rows] == [4] * 5
+    assert report.also[PIXEL].scores["Left"] == pytest.approx(np.mean(rows[0]["model"][PIXEL]))
+    assert [r["real"] for r in rows][1] == [e.ground_truth.score for e in single_centre(out).episodes]
     # A rerun with another policy rolls only that one: the others come from the cache unchanged.
     cache = sorted((out / "cache").rglob("*.json"))
-    assert len(cache) == 10
+    assert len(cache) == 15
     before = {p.name: p for p in report.policies}
     extra = "tests.pipeline.evaluation.test_eval_policy:constant_policy"
     assert main([*argv, "--policy", extra]) == 0
     again = RankingReport.model_validate_json((out / "ranking.json").read_text())
-    assert len(again.policies) == 6 and len(sorted((out / "cache").rglob("*.json"))) == 12
+    assert len(again.policies) == 6 and len(sorted((out / "cache").rglob("*.json"))) == 18
     assert all(before[p.name] == p.model_copy(update={"model_rank": before[p.name].model_rank,
                                                       "real_rank": before[p.name].real_rank})
                for p in again.policies if p.name in before)

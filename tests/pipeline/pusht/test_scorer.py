@@ -10,6 +10,9 @@ from pipeline.pusht.scorer import (
     coverage_of_pose,
     coverage_trace,
     frame_coverage,
+    loose_shape_score,
+    pixel_coverage,
+    pixel_coverage_score,
     score_episode,
 )
 from pipeline.tasks.registry import resolve_scorer
@@ -156,3 +159,22 @@ def test_generation_job_labels_episodes_with_coverage(tmp_path, tiny_checkpoint,
         episode = EpisodeStore.open(episode_uri(replica.out, episode_spec.episode_id)).episode(0)
         assert episode.meta.source == "policy:pipeline.pusht.demonstrator:PushTDemonstrator"
         assert (record.score, record.success) == tuple(score_episode(episode))
+
+
+def test_looser_scorers_track_gym_coverage_and_credit_a_bent_t(sim):
+    """pixel_coverage reads the T-coloured share of the goal (no shape fit): close to gym-pusht's
+    coverage on rigid T's, and it still credits a T that a model has bent, which the rigid-shape
+    gate of `frame_coverage` refuses; a frame without a T scores 0."""
+    for offset in OFFSETS:
+        obs = sim.reset_to(FAR_AGENT, GOAL_POSE + np.array(offset))
+        assert abs(pixel_coverage(obs.frame) - obs.coverage) < 0.12, offset
+    obs = sim.reset_to(FAR_AGENT, GOAL_POSE + np.array([3.0, -2.0, 0.02]))
+    bent = obs.frame.copy()
+    bent[:, 48:] = np.roll(obs.frame[:, 48:], 6, axis=0)  # the right half of the T slides down
+    assert frame_coverage(bent) == 0.0 and pixel_coverage(bent) > 0.6
+    empty = np.full_like(obs.frame, 255)
+    assert pixel_coverage(empty) == 0.0
+    episode = Episode(frames={"top": np.stack([empty, obs.frame])}, action=np.zeros((2, 2), np.float32),
+                      meta=EpisodeMeta(episode_id="loose", length=2))
+    assert pixel_coverage_score(episode).score == pytest.approx(pixel_coverage(obs.frame))
+    assert loose_shape_score(episode).score == pytest.approx(score_episode(episode).score, abs=1e-9)
