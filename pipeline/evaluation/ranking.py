@@ -47,7 +47,7 @@ from pipeline.evaluation.policy import evaluate_in_model, summarize
 from pipeline.evaluation.policy_report import PolicyReport, SideScore, Summary
 from schemas import EpisodeSpec, SpecError
 from sim_model.data.episode import Episode
-from workers.scoring import Scorer, TaskScore
+from workers.scoring import Scorer
 
 if TYPE_CHECKING:
     from pipeline.tasks.base import Task
@@ -148,7 +148,7 @@ def every_kth(scorer: Scorer, k: int) -> Scorer:
     if k == 1:
         return scorer
 
-    def score(episode: Episode) -> TaskScore:
+    def score(episode: Episode) -> tuple[float, bool]:
         rows = np.unique(np.append(np.arange(0, len(episode), k), len(episode) - 1))
         meta = episode.meta.model_copy(update={"length": len(rows)})
         sub = Episode(frames={c: f[rows] for c, f in episode.frames.items()}, action=episode.action[rows],
@@ -213,7 +213,7 @@ def _recording(primary: Scorer, also: dict[str, Scorer]) -> tuple[Scorer, dict[s
 
     recorded: dict[str, list[SideScore]] = {label: [] for label in also}
 
-    def score(episode: Episode) -> TaskScore:
+    def score(episode: Episode) -> tuple[float, bool]:
         for label, scorer in also.items():
             value, success = score_episode(scorer, episode)
             recorded[label].append(SideScore(score=value, success=success))
