@@ -16,5 +16,6 @@ Top first; a part imports only the parts below it (tests/test_import_graph.py):
     tasks/base.py,      the Task interface and what every task's collection shares
       tasks/collecting.py
     ray_connect.py      joining or starting Ray, for generation and training alike
+    ray_reaper.py       ends an embedded Ray's agents at once when its driver is killed
     ray_jobs.py         Ray's Jobs API: what `iws submit` sends, follows and stops
 """
