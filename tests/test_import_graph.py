@@ -41,7 +41,7 @@ PIPELINE = (
     ("pipeline.generate", "pipeline.evaluation", "pipeline.teleop", "pipeline.train"),
     ("pipeline.tasks.registry",),
     ("pipeline.pusht", "pipeline.sweep"),
-    ("pipeline.tasks", "pipeline.ray_connect", "pipeline.ray_jobs"),  # import nothing of pipeline
+    ("pipeline.tasks", "pipeline.ray_connect", "pipeline.ray_reaper", "pipeline.ray_jobs"),  # import nothing of pipeline
 )
 
 
