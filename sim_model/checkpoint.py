@@ -22,7 +22,6 @@ from sim_model.storage.uri import is_s3
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
 BUNDLED_DIR = Path(__file__).parent / "bundled"
-BUNDLED = ("pusht", "sweep")
 PICKLE_SUFFIXES = {".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".bin", ".tar"}
 # pickle protocols 2-5 (b"\x80" then the protocol number); the zip container of torch.save
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"PK\x03\x04")
@@ -35,6 +34,16 @@ def _pickle_error(path: Path) -> SpecError:
         "config.json, as written by `iws train` or WorldModel.save().")
 
 
+def bundled_names() -> tuple[str, ...]:
+    """The bundled checkpoints' short names: the folders of sim_model/bundled/ that hold a
+    checkpoint's config or weights. Shipping a task's model is adding its folder; nothing else
+    lists them (a task names its own in `Task.bundled_model`)."""
+    if not BUNDLED_DIR.is_dir():
+        return ()
+    return tuple(sorted(p.name for p in BUNDLED_DIR.iterdir()
+                        if p.is_dir() and ((p / CONFIG).is_file() or (p / WEIGHTS).is_file())))
+
+
 def resolve(path_or_name: str | os.PathLike[str]) -> Path:
     """A checkpoint directory, or a bundled short name such as 'pusht'.
 
@@ -43,7 +52,7 @@ def resolve(path_or_name: str | os.PathLike[str]) -> Path:
     text = os.fspath(path_or_name)
     if is_s3(text):
         return _fetch_s3(text)
-    if text in BUNDLED:
+    if text in bundled_names():
         path = BUNDLED_DIR / text
         if not (path / WEIGHTS).is_file():
             raise SpecError(f"the bundled checkpoint '{text}' is not installed (expected {path}/). "
@@ -59,8 +68,12 @@ def resolve(path_or_name: str | os.PathLike[str]) -> Path:
         raise SpecError(f"{path} is a file; pass the checkpoint directory that holds {WEIGHTS} "
                         f"and {CONFIG}.")
     if not path.exists():
-        raise SpecError(f"checkpoint {path} does not exist. Pass a directory written by `iws train` "
-                        f"(its 'model' subfolder) or WorldModel.save(), or a bundled name {BUNDLED}.")
+        names = ", ".join(bundled_names()) or "none"
+        bare = "/" not in text and os.sep not in text
+        raise SpecError(f"checkpoint {path} does not exist" + (
+            f", and no bundled checkpoint '{text}' is installed (bundled: {names})" if bare else "")
+            + ". Pass a directory written by `iws train` (its 'model' subfolder) or WorldModel.save(), "
+            f"or a bundled name ({names}).")
     return path
 
 

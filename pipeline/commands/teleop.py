@@ -24,8 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "stick, the second with the arrows or IJKL and the right stick; Shift for fine moves, "
         "Space to record. The page's Controls panel lists the keys in use. The address printed "
         "at start carries this launch's secret token: only it opens the page. See docs/teleop.md.")
-    parser.add_argument("--model", default="pusht",
-                        help="checkpoint directory or bundled model name (default: pusht)")
+    from pipeline.tasks.registry import default_task
+
+    model = default_task().bundled_model  # the registry's first task gives the defaults
+    parser.add_argument("--model", default=model, required=model is None,
+                        help=f"checkpoint directory or bundled model name (default: {model})")
     parser.add_argument("--init", required=True, metavar="DATASET[:EPISODE]",
                         help="where the first frame comes from: an episode store, a LeRobot "
                         "dataset, an image or a folder of images; optionally the episode (image) "

@@ -69,7 +69,7 @@ class Task(Protocol):
 
     @property
     def bundled_model(self) -> str | None:
-        """Its model among sim_model's bundled checkpoints (sim_model.checkpoint.BUNDLED), if one ships."""
+        """Its model among sim_model's bundled checkpoints (its folder under sim_model/bundled/), if one ships."""
         ...
 
     def features(self) -> FeatureSpec:

@@ -112,8 +112,20 @@ def test_bundled_name_not_installed(tmp_path, monkeypatch) -> None:
     from sim_model import checkpoint
 
     monkeypatch.setattr(checkpoint, "BUNDLED_DIR", tmp_path)
+    with pytest.raises(SpecError, match=r"no bundled checkpoint 'pusht' is installed \(bundled: none\)"):
+        WorldModel.load("pusht")
+    (tmp_path / "pusht").mkdir()  # its folder without the weights (a partial copy)
+    (tmp_path / "pusht" / "config.json").write_text("{}")
+    assert checkpoint.bundled_names() == ("pusht",)
     with pytest.raises(SpecError, match=r"bundled checkpoint 'pusht' is not installed"):
         WorldModel.load("pusht")
+
+
+def test_the_bundled_names_are_the_bundled_folders() -> None:
+    from sim_model import checkpoint
+
+    folders = sorted(p.name for p in checkpoint.BUNDLED_DIR.iterdir() if (p / "model.safetensors").is_file())
+    assert list(checkpoint.bundled_names()) == folders and "pusht" in folders
 
 
 def test_load_from_weights_file_path(copy) -> None:

@@ -11,7 +11,7 @@ import pytest
 from pipeline.cli import build_parser
 from pipeline.tasks.registry import TASKS, default_task, get_task, resolve_scorer
 from schemas import SpecError
-from sim_model.checkpoint import BUNDLED
+from sim_model.checkpoint import bundled_names
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -23,7 +23,7 @@ def test_each_task_is_complete(name: str) -> None:
     assert task.features().cameras and task.features().action_dim > 0
     assert callable(task.scorer()) and resolve_scorer(task.scorer_name) is task.scorer()
     assert task.object_analyzer().object_mask is not None
-    assert task.bundled_model is None or task.bundled_model in BUNDLED
+    assert task.bundled_model is None or task.bundled_model in bundled_names()
     module, _, attr = task.demonstrator.partition(":")
     assert attr and (ROOT / (module.replace(".", "/") + ".py")).is_file()
 
