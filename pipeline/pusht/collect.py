@@ -22,7 +22,6 @@ import os
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -188,68 +187,12 @@ def collect(config: CollectConfig, store: EpisodeStore, *, workers: int = 1,
             on_episode: Callable[[Episode], None] | None = None) -> CollectStats:
     """Append episodes len(store) .. config.episodes - 1 to `store` (from `open_output`); a
     resumed store therefore ends up equal to an uninterrupted run. Returns what was added."""
-    stats = CollectStats()
-    if len(store):
-        log.info("resuming %s: %d of %d episodes already there", store.path, len(store),
-                 config.episodes)
-    for episode in generate(config, range(len(store), config.episodes), workers):
-        store.append(episode)
-        stats.add(episode)
-        if on_episode is not None:
-            on_episode(episode)
-    return stats
+    return collecting.append_episodes(store, generate(config, range(len(store), config.episodes), workers),
+                                      CollectStats(), on_episode)
 
 
 def open_output(config: CollectConfig, out: str | os.PathLike[str], *, overwrite: bool = False,
                 resume: bool = False) -> EpisodeStore:
-    """The store to collect into: a new one, a replaced one (`overwrite`), or one an
-    interrupted collection of the same config left (`resume`). SpecError before any work
-    when `out` exists, is a file, or cannot be written."""
-    if overwrite and resume:
-        raise SpecError("--overwrite and --resume contradict each other; pass one of them.")
-    location = os.fspath(out)
-    exists = False
-    if "://" not in location:
-        exists = _check_local_output(Path(location), may_exist=overwrite or resume)
-    if resume and exists:
-        store = EpisodeStore.open(location, "a")
-        _check_resumable(store, config)
-        return store
-    return EpisodeStore.create(location, pusht_features(config.resolution), overwrite=overwrite)
-
-
-def _check_local_output(path: Path, *, may_exist: bool) -> bool:
-    """Whether `path` exists; SpecError when it may not be written."""
-    if path.exists():
-        if path.is_file():
-            raise SpecError(f"--out {path} is a file; give a directory path for the Zarr store.")
-        if not may_exist:
-            raise SpecError(f"--out {path} already exists; pass --overwrite to replace it, "
-                            "--resume to finish an interrupted collection, or another --out.")
-        return True
-    ancestor = path.parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise SpecError(f"cannot create --out {path}: {ancestor} is a file, not a directory.")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise SpecError(f"cannot create --out {path}: {ancestor} is not writable by this user; "
-                        "choose a --out in a directory you can write to.")
-    return False
-
-
-def _check_resumable(store: EpisodeStore, config: CollectConfig) -> None:
-    expected = pusht_features(config.resolution)
-    if store.features != expected:
-        raise SpecError(f"cannot resume {store.path}: it holds different features (another "
-                        "--resolution?); pass --overwrite to start over.")
-    if len(store) > config.episodes:
-        raise SpecError(f"cannot resume {store.path}: it already holds {len(store)} episodes, "
-                        f"more than --episodes {config.episodes}.")
-    if len(store):
-        info = store.meta(0).info
-        was = (info.get("collect_seed"), info.get("mix"), store.meta(0).length)
-        now = (config.seed, config.mix_text(), config.steps)
-        if was != now:
-            raise SpecError(f"cannot resume {store.path}: it was collected with (seed, mix, steps)="
-                            f"{was}, not {now}; rerun with those or pass --overwrite.")
+    """The store to collect into (pipeline.tasks.collecting.open_output with PushT's features)."""
+    return collecting.open_output(config, out, pusht_features(config.resolution), overwrite=overwrite,
+                                  resume=resume)

@@ -17,7 +17,6 @@ import multiprocessing
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -26,7 +25,7 @@ from pipeline.sweep.features import sweep_features
 from pipeline.sweep.primitives import PRIMITIVES
 from pipeline.sweep.render import render
 from pipeline.tasks import collecting
-from schemas import EpisodeMeta, SpecError
+from schemas import EpisodeMeta
 from sim_model.data.episode import Episode
 from sim_model.data.store import EpisodeStore
 
@@ -160,37 +159,12 @@ def collect(config: CollectConfig, store: EpisodeStore, *, workers: int = 1,
             on_episode: Callable[[Episode], None] | None = None) -> CollectStats:
     """Append episodes len(store) .. config.episodes - 1 to `store` (from `open_output`); a
     resumed store ends up equal to an uninterrupted run. Returns what was added."""
-    stats = CollectStats()
-    for episode in generate(config, range(len(store), config.episodes), workers):
-        store.append(episode)
-        stats.add(episode)
-        if on_episode is not None:
-            on_episode(episode)
-    return stats
+    return collecting.append_episodes(store, generate(config, range(len(store), config.episodes), workers),
+                                      CollectStats(), on_episode)
 
 
 def open_output(config: CollectConfig, out: str, *, overwrite: bool = False,
                 resume: bool = False) -> EpisodeStore:
-    """The store to collect into: new, replaced (`overwrite`) or resumed (`resume`, the same
-    seed, mix, steps and resolution). SpecError before any work when that is not possible."""
-    if overwrite and resume:
-        raise SpecError("--overwrite and --resume contradict each other; pass one of them.")
-    local = "://" not in out
-    if local and Path(out).is_file():
-        raise SpecError(f"--out {out} is a file; give a directory path for the Zarr store.")
-    exists = local and Path(out).exists()
-    if exists and not (overwrite or resume):
-        raise SpecError(f"--out {out} already exists; pass --overwrite to replace it, --resume to "
-                        "finish an interrupted collection, or another --out.")
-    if not (resume and exists):
-        return EpisodeStore.create(out, sweep_features(config.resolution), overwrite=overwrite)
-    store = EpisodeStore.open(out, "a")
-    was = None if not len(store) else (store.meta(0).info.get("collect_seed"),
-                                       store.meta(0).info.get("mix"), store.meta(0).length)
-    if store.features != sweep_features(config.resolution) or len(store) > config.episodes or (
-            was is not None and was != (config.seed, config.mix_text(), config.steps)):
-        raise SpecError(f"cannot resume {out}: it holds {len(store)} episodes collected with "
-                        f"(seed, mix, steps)={was} at another resolution or more episodes than "
-                        f"asked; rerun with those settings or pass --overwrite.")
-    return store
-
+    """The store to collect into (pipeline.tasks.collecting.open_output with sweep's features)."""
+    return collecting.open_output(config, out, sweep_features(config.resolution), overwrite=overwrite,
+                                  resume=resume)

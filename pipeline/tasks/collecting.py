@@ -1,18 +1,34 @@
 """What every task's `iws collect TASK` shares: the --mix option, the checks on what to collect,
-and the command's run (open the store, collect, summarise). Each task brings its primitives and
-its own collector module (pipeline/<task>/collect.py)."""
+opening the output store (new, replaced or resumed, with its checks), appending the episodes,
+and the command's run (open the store, collect, summarise). Each task brings its primitives,
+its episode maker and its own collector module (pipeline/<task>/collect.py)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from schemas import SpecError
+from schemas import FeatureSpec, SpecError
+from sim_model.data.episode import Episode
+from sim_model.data.store import EpisodeStore
+
+log = logging.getLogger(__name__)
+
+
+class Stats(Protocol):
+    episodes: int
+
+    def add(self, episode: Episode) -> None: ...
+
+
+S = TypeVar("S", bound=Stats)
 
 
 def parse_mix(text: str, primitives: Collection[str]) -> dict[str, float]:
@@ -78,3 +94,72 @@ def run_collect(collector: ModuleType, args: argparse.Namespace, out: str,
     if stats.episodes:
         lines.append(stats.table())
     return "\n".join(lines)
+
+
+def open_output(config: Any, out: str | os.PathLike[str], features: FeatureSpec, *,
+                overwrite: bool = False, resume: bool = False) -> EpisodeStore:
+    """The store to collect into: a new one, a replaced one (`overwrite`), or one an interrupted
+    collection of the same config left (`resume`: the same features, seed, mix and steps, no more
+    episodes than asked). SpecError before any work when `out` exists, is a file, or cannot be
+    written. `config` has episodes, seed, steps and mix_text() (a task's CollectConfig)."""
+    if overwrite and resume:
+        raise SpecError("--overwrite and --resume contradict each other; pass one of them.")
+    location = os.fspath(out)
+    exists = False
+    if "://" not in location:
+        exists = _check_local_output(Path(location), may_exist=overwrite or resume)
+    if resume and exists:
+        store = EpisodeStore.open(location, "a")
+        _check_resumable(store, config, features)
+        return store
+    return EpisodeStore.create(location, features, overwrite=overwrite)
+
+
+def append_episodes(store: EpisodeStore, episodes: Iterable[Episode], stats: S,
+                    on_episode: Callable[[Episode], None] | None = None) -> S:
+    """Append `episodes` (those the store still lacks, in order) to `store`, counting them in
+    `stats`; a resumed store so ends up equal to an uninterrupted run."""
+    for episode in episodes:
+        store.append(episode)
+        stats.add(episode)
+        if on_episode is not None:
+            on_episode(episode)
+    return stats
+
+
+def _check_local_output(path: Path, *, may_exist: bool) -> bool:
+    """Whether `path` exists; SpecError when it may not be written."""
+    if path.exists():
+        if path.is_file():
+            raise SpecError(f"--out {path} is a file; give a directory path for the Zarr store.")
+        if not may_exist:
+            raise SpecError(f"--out {path} already exists; pass --overwrite to replace it, "
+                            "--resume to finish an interrupted collection, or another --out.")
+        return True
+    ancestor = path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise SpecError(f"cannot create --out {path}: {ancestor} is a file, not a directory.")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise SpecError(f"cannot create --out {path}: {ancestor} is not writable by this user; "
+                        "choose a --out in a directory you can write to.")
+    return False
+
+
+def _check_resumable(store: EpisodeStore, config: Any, features: FeatureSpec) -> None:
+    if store.features != features:
+        raise SpecError(f"cannot resume {store.path}: it holds different features (another "
+                        "--resolution?); pass --overwrite to start over.")
+    if len(store) > config.episodes:
+        raise SpecError(f"cannot resume {store.path}: it already holds {len(store)} episodes, "
+                        f"more than --episodes {config.episodes}.")
+    if len(store):
+        info = store.meta(0).info
+        was = (info.get("collect_seed"), info.get("mix"), store.meta(0).length)
+        now = (config.seed, config.mix_text(), config.steps)
+        if was != now:
+            raise SpecError(f"cannot resume {store.path}: it was collected with (seed, mix, steps)="
+                            f"{was}, not {now}; rerun with those or pass --overwrite.")
+        log.info("resuming %s: %d of %d episodes already there", store.path, len(store),
+                 config.episodes)
