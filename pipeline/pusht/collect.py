@@ -17,9 +17,7 @@ number of worker processes gives byte-identical stores; the parent appends in in
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
-import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -114,41 +112,17 @@ def _to_episode(config: CollectConfig, index: int, primitive: str, attempt: int,
 
 # -- many episodes, one or more processes --------------------------------------------------
 
-_worker: tuple[PushTSim, CollectConfig] | None = None  # per worker process: its env and config
-
-
-def _init_worker(config: CollectConfig) -> None:
-    global _worker
+def _process_sim(config: CollectConfig) -> PushTSim:
+    """One process's simulator, reused across its episodes."""
     import cv2
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     cv2.setNumThreads(1)  # one core per worker process; cv2's resize pool would oversubscribe
-    _worker = (PushTSim(config.resolution), config)
-
-
-def _worker_episode(index: int) -> Episode:
-    assert _worker is not None, "worker process was not initialised"
-    return make_episode(_worker[0], _worker[1], index)
+    return PushTSim(config.resolution)
 
 
 def generate(config: CollectConfig, indices: range, workers: int = 1) -> Iterator[Episode]:
     """Episodes for `indices`, in order, made by `workers` processes (1: in this process)."""
-    if not indices:
-        return
-    workers = max(1, min(workers, len(indices)))
-    if workers == 1:
-        sim = PushTSim(config.resolution)
-        try:
-            for index in indices:
-                yield make_episode(sim, config, index)
-        finally:
-            sim.close()
-        return
-    # spawn, not fork: the parent may hold torch or Ray threads that a fork would copy mid-lock.
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, initializer=_init_worker, initargs=(config,)) as pool:
-        # imap keeps index order; chunks of 1 balance episodes of unequal cost.
-        yield from pool.imap(_worker_episode, indices, chunksize=1)
+    return collecting.generate(make_episode, config, indices, workers, setup=_process_sim)
 
 
 @dataclass

@@ -13,8 +13,6 @@ processes gives byte-identical stores; the parent appends in index order.
 
 from __future__ import annotations
 
-import multiprocessing
-import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -102,30 +100,13 @@ def _to_episode(config: CollectConfig, index: int, states: list[State], actions:
     )
 
 
-_config: CollectConfig | None = None  # per worker process
-
-
-def _init_worker(config: CollectConfig) -> None:
-    global _config
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    _config = config
-
-
-def _worker_episode(index: int) -> Episode:
-    assert _config is not None, "worker process was not initialised"
-    return play(_config, index)
+def _make(_: None, config: CollectConfig, index: int) -> Episode:
+    return play(config, index)
 
 
 def generate(config: CollectConfig, indices: range, workers: int = 1) -> Iterator[Episode]:
     """Episodes for `indices`, in order, made by `workers` processes (1: in this process)."""
-    workers = max(1, min(workers, len(indices)))
-    if workers == 1:
-        yield from (play(config, index) for index in indices)
-        return
-    # spawn, not fork: the parent may hold torch or Ray threads that a fork would copy mid-lock.
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, initializer=_init_worker, initargs=(config,)) as pool:
-        yield from pool.imap(_worker_episode, indices, chunksize=1)
+    return collecting.generate(_make, config, indices, workers)
 
 
 @dataclass

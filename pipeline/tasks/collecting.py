@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import os
-from collections.abc import Callable, Collection, Iterable, Mapping
+import signal
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
@@ -163,3 +165,50 @@ def _check_resumable(store: EpisodeStore, config: Any, features: FeatureSpec) ->
                             f"{was}, not {now}; rerun with those or pass --overwrite.")
         log.info("resuming %s: %d of %d episodes already there", store.path, len(store),
                  config.episodes)
+
+
+# -- many episodes, one or more processes --------------------------------------------------
+
+# `make(resource, config, index) -> Episode` makes episode `index`; `setup(config)` makes what one
+# process reuses across its episodes (a simulator; closed with its close() if it has one).
+Maker = Callable[[Any, Any, int], Episode]
+Setup = Callable[[Any], Any]
+
+_worker: tuple[Maker, Any, Any] | None = None  # per worker process: maker, its resource, config
+
+
+def _init_worker(make: Maker, setup: Setup | None, config: Any) -> None:
+    global _worker
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _worker = (make, setup(config) if setup is not None else None, config)
+
+
+def _worker_episode(index: int) -> Episode:
+    assert _worker is not None, "worker process was not initialised"
+    make, resource, config = _worker
+    return make(resource, config, index)
+
+
+def generate(make: Maker, config: Any, indices: range, workers: int = 1, *,
+             setup: Setup | None = None) -> Iterator[Episode]:
+    """Episodes for `indices`, in order, made by `workers` processes (1: in this process), each
+    process calling `setup(config)` once. The same episodes for any `workers`: each is made from
+    (config, index) alone. `make` and `setup` are module-level functions (spawned processes
+    import them by name)."""
+    if not indices:
+        return
+    workers = max(1, min(workers, len(indices)))
+    if workers == 1:
+        resource = setup(config) if setup is not None else None
+        try:
+            for index in indices:
+                yield make(resource, config, index)
+        finally:
+            if hasattr(resource, "close"):
+                resource.close()
+        return
+    # spawn, not fork: the parent may hold torch or Ray threads that a fork would copy mid-lock.
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(workers, initializer=_init_worker, initargs=(make, setup, config)) as pool:
+        # imap keeps index order; chunks of 1 balance episodes of unequal cost.
+        yield from pool.imap(_worker_episode, indices, chunksize=1)
