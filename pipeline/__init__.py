@@ -13,8 +13,9 @@ Top first; a part imports only the parts below it (tests/test_import_graph.py):
     tasks/registry.py   TASKS: the tasks by name; the CLI's task choices, job specs' scorer names
                         and ground truths come from it
     pusht/, sweep/      the tasks, one folder each: PushT (gym-pusht) and bimanual pile sweeping
-    tasks/base.py,      the Task interface and what every task's collection shares
-      tasks/collecting.py
+    tasks/base.py,      the Task interface and what every task's collection and ground truth
+      tasks/collecting.py, share
+      tasks/truth.py
     ray_connect.py      joining or starting Ray, for generation and training alike
     ray_reaper.py       ends an embedded Ray's agents at once when its driver is killed
     ray_jobs.py         Ray's Jobs API: what `iws submit` sends, follows and stops

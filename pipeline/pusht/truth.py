@@ -18,9 +18,9 @@ import numpy as np
 
 from pipeline.pusht.env import SUCCESS_COVERAGE, PushTSim
 from pipeline.tasks.base import SideScore
+from pipeline.tasks.truth import in_batches, recorded_starts
 from schemas import EpisodeSpec, FeatureSpec, SpecError
 from workers.actions.base import ActionSource, Observation, check_actions
-from workers.init_frames import parse_ref
 
 
 @dataclass(frozen=True)
@@ -114,27 +114,9 @@ def _observation(obs: Sequence) -> Observation:
 def initial_states(specs: Sequence[EpisodeSpec]) -> list[InitialState]:
     """gym-pusht states of the specs' initial frames, from the Zarr store's recorded agent
     position (state) and block_pose."""
-    from sim_model.data.formats import dataset_kind
-    from sim_model.data.store import EpisodeStore
-
-    states: list[InitialState] = []
-    stores: dict[str, EpisodeStore] = {}
-    for spec in specs:
-        path, episode, frame = parse_ref(spec.init_ref) or (spec.init_ref, 0, 0)
-        if dataset_kind(path) != "zarr":
-            raise SpecError(f"--ground-truth pusht needs a Zarr episode store as --init (got {path}): "
-                            "it reads each start's recorded state and block_pose.")
-        if path not in stores:
-            stores[path] = EpisodeStore.open(path, "r")
-        store = stores[path]
-        names = [e.name for e in store.features.extras]
-        if store.features.state_dim != 2 or "block_pose" not in names:
-            raise SpecError(f"--ground-truth pusht: {path} lacks the agent position (state, 2 values) "
-                            "or the block_pose extra; use a store recorded with `iws collect pusht`.")
-        step = store.window(episode, frame, frame + 1, keys=["state", "block_pose"])
-        states.append(InitialState(step["state"][0].astype(np.float64),
-                                   step["block_pose"][0].astype(np.float64)))
-    return states
+    starts = recorded_starts(specs, "pusht", 2, ["block_pose"], "the agent position and block_pose")
+    return [InitialState(s["state"].astype(np.float64), s["block_pose"].astype(np.float64))
+            for s in starts]
 
 
 def evaluate_in_pusht(policy: ActionSource, specs: Sequence[EpisodeSpec], features: FeatureSpec,
@@ -149,15 +131,13 @@ def evaluate_in_pusht(policy: ActionSource, specs: Sequence[EpisodeSpec], featur
                         f"actions; this model has cameras {list(features.camera_names)} and "
                         f"action_dim {features.action_dim}.")
     states = initial_states(specs)
-    scores: list[SideScore] = []
-    kept: list[np.ndarray] = []
-    for start in range(0, len(specs), batch_size):
-        batch = specs[start:start + batch_size]
+
+    def roll(batch: Sequence[EpisodeSpec], first: int) -> tuple[list[SideScore], list[np.ndarray]]:
         keep = [r for r, s in enumerate(batch) if s.index < videos]
-        result = roll_pusht(policy, batch, states[start:start + batch_size], horizon,
-                            cam.height, keep_frames=keep, progress=progress)
-        for row in range(len(batch)):
-            scores.append(SideScore(score=float(result.best[row]), success=bool(result.success[row]),
-                                    final=float(result.final[row])))
-        kept.extend(result.frames[r] for r in keep)
-    return scores, kept
+        result = roll_pusht(policy, batch, states[first:first + len(batch)], horizon, cam.height,
+                            keep_frames=keep, progress=progress)
+        scores = [SideScore(score=float(result.best[row]), success=bool(result.success[row]),
+                            final=float(result.final[row])) for row in range(len(batch))]
+        return scores, [result.frames[r] for r in keep]
+
+    return in_batches(specs, batch_size, roll)

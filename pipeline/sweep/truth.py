@@ -17,36 +17,17 @@ import numpy as np
 from pipeline.sweep.env import SUCCESS_FRACTION, State, SweepSim
 from pipeline.sweep.render import CAMERAS, render
 from pipeline.tasks.base import SideScore
+from pipeline.tasks.truth import in_batches, recorded_starts
 from schemas import EpisodeSpec, FeatureSpec, SpecError
 from workers.actions.base import ActionSource, Observation, check_actions
-from workers.init_frames import parse_ref
 
 
 def initial_states(specs: Sequence[EpisodeSpec]) -> list[State]:
     """The arena at each spec's initial frame, from the Zarr store's state and particles."""
-    from sim_model.data.formats import dataset_kind
-    from sim_model.data.store import EpisodeStore
-
-    states: list[State] = []
-    stores: dict[str, EpisodeStore] = {}
-    for spec in specs:
-        path, episode, frame = parse_ref(spec.init_ref) or (spec.init_ref, 0, 0)
-        if dataset_kind(path) != "zarr":
-            raise SpecError(f"--ground-truth sweep needs a Zarr episode store as --init (got {path}): "
-                            "it reads each start's recorded pushers and discs.")
-        if path not in stores:
-            stores[path] = EpisodeStore.open(path, "r")
-        store = stores[path]
-        names = {e.name for e in store.features.extras}
-        if store.features.state_dim != 4 or not {"particles", "particle_count"} <= names:
-            raise SpecError(f"--ground-truth sweep: {path} lacks the pushers (state, 4 values) or the "
-                            "particles and particle_count extras; use a store recorded with "
-                            "`iws collect sweep`.")
-        step = store.window(episode, frame, frame + 1, keys=["state", "particles", "particle_count"])
-        count = int(step["particle_count"][0])
-        states.append(State(step["state"][0].astype(np.float64).reshape(2, 2),
-                            step["particles"][0, :count].astype(np.float64)))
-    return states
+    starts = recorded_starts(specs, "sweep", 4, ["particles", "particle_count"],
+                             "the pushers and the particles")
+    return [State(s["state"].astype(np.float64).reshape(2, 2),
+                  s["particles"][:int(s["particle_count"])].astype(np.float64)) for s in starts]
 
 
 def _views(states: Sequence[State], cameras: Sequence[str], resolution: int) -> np.ndarray:
@@ -101,15 +82,12 @@ def evaluate_in_sweep(policy: ActionSource, specs: Sequence[EpisodeSpec], featur
                         f"model has cameras {list(features.camera_names)} and action_dim "
                         f"{features.action_dim}.")
     starts = initial_states(specs)
-    scores: list[SideScore] = []
-    kept: list[np.ndarray] = []
-    for first in range(0, len(specs), batch_size):
-        batch = specs[first:first + batch_size]
-        in_goal, frames = roll_sweep(policy, batch, starts[first:first + batch_size],
+
+    def roll(batch: Sequence[EpisodeSpec], first: int) -> tuple[list[SideScore], list[np.ndarray]]:
+        in_goal, frames = roll_sweep(policy, batch, starts[first:first + len(batch)],
                                      features.camera_names, resolution, horizon, progress)
-        for row, spec in enumerate(batch):
-            final = float(in_goal[row, -1])
-            scores.append(SideScore(score=final, success=final >= SUCCESS_FRACTION, final=final))
-            if spec.index < videos:
-                kept.append(frames[row])
-    return scores, kept
+        finals = [float(in_goal[row, -1]) for row in range(len(batch))]
+        scores = [SideScore(score=f, success=f >= SUCCESS_FRACTION, final=f) for f in finals]
+        return scores, [frames[row] for row, spec in enumerate(batch) if spec.index < videos]
+
+    return in_batches(specs, batch_size, roll)

@@ -54,3 +54,24 @@ def test_no_layer_below_the_pipeline_names_a_pipeline_module() -> None:
                 offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names
                               if n == "pipeline" or n.startswith("pipeline.")]
     assert offenders == []
+
+
+def test_ground_truth_refuses_a_store_of_another_task(tmp_path) -> None:
+    from pipeline.pusht.truth import initial_states as pusht_starts
+    from pipeline.sweep.collect import CollectConfig, collect, open_output
+    from pipeline.sweep.truth import initial_states as sweep_starts
+    from schemas import EpisodeSpec
+
+    config = CollectConfig(episodes=1, steps=2, seed=3, resolution=16)
+    store = open_output(config, str(tmp_path / "sweep.zarr"))
+    collect(config, store)
+    spec = EpisodeSpec(job_id="j", index=0, episode_id="j-0", seed=0, init_ref=f"{store.path}#0:1",
+                       action_source="p", horizon=2)
+    start = sweep_starts([spec])[0]  # frame 1 as recorded: the pushers and every disc
+    assert start.pushers.shape == (2, 2) and start.particles.shape[0] == int(store.episode(0).extras["particle_count"][1])
+    with pytest.raises(SpecError, match=r"--ground-truth pusht: .*sweep.zarr lacks the agent position .*`iws collect pusht`"):
+        pusht_starts([spec])
+    (tmp_path / "lerobot" / "meta").mkdir(parents=True)  # a LeRobot dataset records no discs
+    (tmp_path / "lerobot" / "meta" / "info.json").write_text("{}")
+    with pytest.raises(SpecError, match="--ground-truth sweep needs a Zarr episode store"):
+        sweep_starts([spec.model_copy(update={"init_ref": str(tmp_path / "lerobot")})])
