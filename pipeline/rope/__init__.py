@@ -2,7 +2,7 @@
 end by an end effector (2-D actions), a clip of two posts on the table, one camera from above.
 A pymunk table of its own stands in for the real robot.
 
-Work in progress: the simulator, its camera and scripted play are here; the pixel scorer, the
+Work in progress: the simulator, its camera, scripted play and the pixel scorer are here; the
 ground truth, the demonstrator, a bundled model and the registry entry (which makes it
 `iws collect rope`) come next.
 
@@ -11,6 +11,8 @@ ground truth, the demonstrator, a bundled model and the registry entry (which ma
     primitives.py    scripted play (route, swing, graze, roam)
     features.py      rope_features(resolution): camera top, 2-D action and state, the rope's points
     collect.py       writes it into an EpisodeStore
+    vision.py        the rope and the clip's posts from pixels; rope through the gap or not
+    scorer.py        `rope_inserted`: the last frame through the clip (1) or near it (< 0.5)
 
 Submodules are imported explicitly (no re-exports) so that importing this package stays free of
 pymunk.

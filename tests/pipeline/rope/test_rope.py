@@ -63,3 +63,26 @@ def test_collection_is_the_same_for_any_workers_and_resumes(tmp_path):
     with pytest.raises(SpecError, match="cannot resume"):
         open_output(CollectConfig(episodes=3, steps=12, seed=5, resolution=32), str(tmp_path / "one.zarr"),
                     resume=True)
+
+
+def test_the_pixel_scorer_reads_the_outcome_of_route_and_swing():
+    from pipeline.rope.scorer import score_episode, truth_score
+    from pipeline.rope.vision import frame_score
+    from schemas import EpisodeMeta
+    from sim_model.data.episode import Episode
+
+    for name, through in (("route", True), ("swing", False)):
+        rng = np.random.default_rng(11)
+        sim = RopeSim()
+        state = sim.reset_to(draw_start(rng))
+        frames = [render_top(state, 96)]
+        for target in PRIMITIVES[name](state, rng):
+            state = sim.step(target)
+        for _ in range(15):  # let go: the effector moves off the clip
+            state = sim.step(state.effector + np.array([0.0, 8.0 if state.effector[1] < 256 else -8.0]))
+        frames.append(render_top(state, 96))
+        assert state.inserted is through and (truth_score(state) == 1.0) is through
+        assert (frame_score(frames[-1]) == 1.0) is through and frame_score(frames[0]) < 0.5
+        episode = Episode(frames={"top": np.stack(frames)}, action=np.zeros((2, 2), np.float32),
+                          meta=EpisodeMeta(episode_id="e", length=2, task="t", source="s"))
+        assert score_episode(episode).success is through
