@@ -13,7 +13,7 @@ Top first; a part imports only the parts below it (tests/test_import_graph.py):
     tasks/registry.py   TASKS: the tasks by name; the CLI's task choices, job specs' scorer names
                         and ground truths come from it
     pusht/, sweep/      the tasks, one folder each: PushT (gym-pusht) and bimanual pile sweeping
-    rope/               rope routing, in progress: its simulator and scripted play (not yet registered)
+    rope/               rope routing (deformable): a pymunk rope and clip, no bundled model yet
     tasks/base.py,      the Task interface and what every task's collection and ground truth
       tasks/collecting.py, share
       tasks/truth.py

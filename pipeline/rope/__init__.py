@@ -2,9 +2,8 @@
 end by an end effector (2-D actions), a clip of two posts on the table, one camera from above.
 A pymunk table of its own stands in for the real robot.
 
-Work in progress: the simulator, its camera, scripted play and the pixel scorer are here; the
-ground truth, the demonstrator, a bundled model and the registry entry (which makes it
-`iws collect rope`) come next.
+The third task of the registry (`iws collect rope`, `--ground-truth rope`, `--object-mask rope`,
+scorer `rope_inserted`); no bundled model yet.
 
     env.py           RopeSim: the rope, the clip, the effector's PD drive; `inserted` (through the gap)
     render.py        the `top` camera
@@ -13,6 +12,9 @@ ground truth, the demonstrator, a bundled model and the registry entry (which ma
     collect.py       writes it into an EpisodeStore
     vision.py        the rope and the clip's posts from pixels; rope through the gap or not
     scorer.py        `rope_inserted`: the last frame through the clip (1) or near it (< 0.5)
+    truth.py         a policy rolled on the table beside the world model (`--ground-truth rope`)
+    demonstrator.py  the pixel-reading router
+    task.py          Rope: the Task interface, each method importing what it needs when called
 
 Submodules are imported explicitly (no re-exports) so that importing this package stays free of
 pymunk.

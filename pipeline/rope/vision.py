@@ -12,11 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.rope import render
-from pipeline.rope.env import GAP, POST_RADIUS, WORKSPACE
+from pipeline.rope.env import GAP, POST_RADIUS, ROPE_RADIUS, SEGMENT_LENGTH, SEGMENTS, WORKSPACE
 
 PALETTE = np.array([render.TABLE, render.WALL, render.POST, render.ROPE, render.EFFECTOR], np.float32)
 POST_CLASS, ROPE_CLASS, EFFECTOR_CLASS = 2, 3, 4
 BAND = 0.75  # pixels: a rope pixel this close to the gap line lies on it
+ROPE_LENGTH = SEGMENTS * SEGMENT_LENGTH
+WHOLE_SHARE = 0.7  # of a whole rope's ideal pixel count: simulator frames at 96 x 96 show 0.67-0.78
 NEAR = 150.0  # canvas units: beyond this from the gap, a rope gets no credit for being close
 
 
@@ -76,3 +78,26 @@ def frame_score(frame: np.ndarray) -> float:
 def rope_mask(frame: np.ndarray) -> np.ndarray:
     """(H, W) bool: the pixels that show the rope."""
     return classify(frame) == ROPE_CLASS
+
+
+class RopeAnalyzer:
+    """`--object-mask rope`: the rope's pixels, how much it still looks like one rope, and
+    health probes, of a `top` frame."""
+
+    name = "rope"
+
+    def object_mask(self, frame: np.ndarray) -> np.ndarray:
+        return rope_mask(frame)
+
+    def shape_score(self, frame: np.ndarray) -> float:
+        """How much the rope still looks like itself, in [0, 1]: its pixel count against a whole
+        rope's (its length times its drawn width), 1 when at least that many show. A rope a
+        model thins, breaks up or erases shows fewer."""
+        pixel = WORKSPACE / frame.shape[0]
+        whole = ROPE_LENGTH * max(2 * ROPE_RADIUS, pixel) / pixel**2
+        return float(min(1.0, rope_mask(frame).sum() / (WHOLE_SHARE * whole)))
+
+    def probe(self, frame: np.ndarray) -> dict[str, float]:
+        through, distance = gap_reading(frame)
+        return {"rope_pixels": float(rope_mask(frame).sum()), "through_clip": float(through),
+                "gap_distance": distance if np.isfinite(distance) else -1.0}

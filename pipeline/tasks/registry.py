@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pipeline.pusht.task import PushT
+from pipeline.rope.task import Rope
 from pipeline.sweep.task import Sweep
 from pipeline.tasks.base import Task
 from schemas import SpecError
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 _ORDER: list[Task] = [  # typed, so that mypy checks each entry against the Task protocol
     PushT(),
     Sweep(),
+    Rope(),
 ]
 TASKS: dict[str, Task] = {task.name: task for task in _ORDER}
 

@@ -86,3 +86,21 @@ def test_the_pixel_scorer_reads_the_outcome_of_route_and_swing():
         episode = Episode(frames={"top": np.stack(frames)}, action=np.zeros((2, 2), np.float32),
                           meta=EpisodeMeta(episode_id="e", length=2, task="t", source="s"))
         assert score_episode(episode).success is through
+
+
+def test_ground_truth_from_a_collected_store_and_the_demonstrator_threads_it(tmp_path):
+    from pipeline.cli import main
+    from pipeline.rope.demonstrator import RopeDemonstrator
+    from pipeline.rope.features import rope_features
+    from pipeline.rope.truth import evaluate_in_rope
+    from schemas import EpisodeSpec
+
+    out = tmp_path / "starts.zarr"
+    assert main(["collect", "rope", "--episodes", "2", "--steps", "2", "--seed", "20000", "--workers", "1",
+                 "--out", str(out), "--no-progress"]) == 0
+    specs = [EpisodeSpec(job_id="e", index=i, episode_id=f"e-{i}", seed=i, init_ref=f"{out}#{i}:0",
+                         action_source="demo", horizon=121) for i in range(2)]
+    features = rope_features()
+    scores, videos = evaluate_in_rope(RopeDemonstrator(features), specs, features, 120, 2, 1)
+    assert [s.success for s in scores] == [True, True] and [s.score for s in scores] == [1.0, 1.0]
+    assert len(videos) == 1 and videos[0].shape == (121, 96, 96, 3)

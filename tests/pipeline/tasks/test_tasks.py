@@ -35,9 +35,9 @@ def test_pusht_is_the_first_entry_and_gives_the_defaults() -> None:
 
 
 def test_unknown_names_list_the_choices() -> None:
-    with pytest.raises(SpecError, match="'rope' is unknown; the tasks are pusht, sweep"):
-        get_task("rope", "--ground-truth")
-    with pytest.raises(SpecError, match="built-in scorers: pusht_coverage, sweep_in_goal .* a task's name: pusht, sweep"):
+    with pytest.raises(SpecError, match="'mug' is unknown; the tasks are pusht, sweep, rope"):
+        get_task("mug", "--ground-truth")
+    with pytest.raises(SpecError, match="built-in scorers: pusht_coverage, sweep_in_goal, rope_inserted .* a task's name: pusht, sweep, rope"):
         resolve_scorer("coverage")
 
 
