@@ -1,27 +1,7 @@
 #!/usr/bin/env bash
-# Train the sweep world model (issue 18) from scratch on a modest budget: PushT's chosen recipe
-# (experiments/recipes/recipeA.json: regression head, recency input, 3-deep fed-back context) on
-# scripted play from `iws collect sweep`, each stage stopped at its time limit (learning rate
-# annealed to fit). Rerunning with the same RUN resumes. About an hour at one thread.
+# Train the sweep world model (issue 18) from scratch on a modest budget: scripts/train_task_model.sh
+# for the sweep task (its data and time limits: DATA, RUN, AE_MIN, DYN_MIN, FT_MIN, THREADS).
 #
 #   scripts/train_sweep_model.sh                       # -> runs/sweep/model
 #   AE_MIN=5 DYN_MIN=10 FT_MIN=2 scripts/train_sweep_model.sh   # a quicker look
-set -euo pipefail
-cd "$(dirname "$0")/.."
-PY="${PYTHON:-.venv/bin/python}"
-DATA="${DATA:-data/sweep_train.zarr}"
-RUN="${RUN:-runs/sweep}"
-AE_MIN="${AE_MIN:-15}"
-DYN_MIN="${DYN_MIN:-40}"
-FT_MIN="${FT_MIN:-5}"
-THREADS="${THREADS:-1}"
-if [ ! -e "$DATA" ]; then
-    "$PY" -m pipeline.cli collect sweep --episodes 200 --steps 200 --out "$DATA" --seed 0 --no-progress
-fi
-mkdir -p "$RUN"
-common=(--data "$DATA" --out "$RUN" --threads "$THREADS" --no-progress)
-"$PY" -m pipeline.cli train --stage autoencoder --preset small --config experiments/recipes/recipeA.json \
-    --steps 4000 --time-limit "$AE_MIN" "${common[@]}"
-"$PY" -m pipeline.cli train --stage dynamics --time-limit "$DYN_MIN" "${common[@]}"
-"$PY" -m pipeline.cli train --stage decoder-finetune --time-limit "$FT_MIN" "${common[@]}"
-echo "sweep model: $RUN/model"
+exec "$(dirname "$0")/train_task_model.sh" sweep
