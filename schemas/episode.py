@@ -53,5 +53,9 @@ class EpisodeRecord(BaseModel):
     model_hash: str | None = Field(default=None, description="Checkpoint hash of the world model.")
     score: float | None = Field(default=None, description="Task score, when a scorer ran.")
     success: bool | None = Field(default=None, description="Task success flag, when a scorer ran.")
+    plausibility: float | None = Field(default=None, description="The task's plausibility check of "
+                                       "its frames in [0, 1], when one ran (filter.plausibility).")
+    checks: dict[str, float] | None = Field(default=None, description="Every value of that check "
+                                            "(e.g. rigid_shape, visible), when one ran.")
     node_id: str | None = Field(default=None, description="Ray node that generated and committed it "
                                 "(None outside Ray).")

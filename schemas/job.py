@@ -148,18 +148,49 @@ class OutputSpec(BaseModel):
         return keys
 
 
+class PlausibilitySpec(BaseModel):
+    """Trust per episode: the task's own object checks (the T stays a rigid T, the pile keeps its
+    mass, the rope its length) score every generated episode; those below `min` are flagged in
+    the index, or left out of the datasets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str | None = Field(default=None, description="Task whose object checks apply ('pusht', "
+                             "'sweep', 'rope'); by default the task of filter.scorer.")
+    min: float = Field(default=0.0, ge=0.0, le=1.0, description="Episodes whose plausibility (in [0, 1]) "
+                       "is below this are implausible: flagged in the index ('plausible': false), "
+                       "or with mode 'drop' left out of the datasets.")
+    mode: Literal["flag", "drop"] = Field(default="flag", description="'flag': implausible episodes stay "
+                                          "in the datasets, marked; 'drop': they are left out.")
+
+
 class FilterSpec(BaseModel):
     """Score each episode after it is generated and keep, drop or just label it."""
 
     model_config = ConfigDict(extra="forbid")
 
-    scorer: str = Field(description="Built-in scorer name, or 'package.module:function' taking an "
-                        "Episode and returning (score: float, success: bool). A 'module:function' is "
-                        "imported and run on the driver and every worker: this runs code, so a job "
-                        "spec is as trusted as a script.")
+    scorer: str | None = Field(
+        default=None, description="Built-in scorer name, or 'package.module:function' taking an "
+        "Episode and returning (score: float, success: bool). A 'module:function' is imported and "
+        "run on the driver and every worker: this runs code, so a job spec is as trusted as a "
+        "script. May be left out when filter.plausibility names its task.")
     mode: Literal["keep", "drop", "label"] = Field(
         default="label", description="'keep': only successful episodes enter the datasets; 'drop': only "
         "failed ones do (failure data); 'label': all do, with score and success recorded.")
+    plausibility: PlausibilitySpec | None = Field(
+        default=None, description="Threshold and mode of the per-episode plausibility check. With a "
+        "task's scorer the check runs and is recorded without it too (its 'min' is then 0).")
+
+    @model_validator(mode="after")
+    def _scorer_or_plausibility(self) -> FilterSpec:
+        if self.scorer is None:
+            if self.plausibility is None or self.plausibility.task is None:
+                raise ValueError("give filter.scorer (e.g. pusht_coverage), or filter.plausibility with "
+                                 "its task (e.g. {task: pusht, min: 0.5}) to check plausibility alone")
+            if self.mode != "label":
+                raise ValueError(f"filter.mode '{self.mode}' keeps or drops by success, which needs "
+                                 "filter.scorer; without one use mode 'label'")
+        return self
 
 
 class JobSpec(BaseModel):

@@ -99,7 +99,7 @@ def parse_part(uri: str, text: str) -> PartRecord:
 
 def kept(job: JobSpec, records: Sequence[EpisodeRecord]) -> list[EpisodeRecord]:
     """The group's episodes that enter the datasets (the filter's mode), in index order."""
-    return sorted((r for r in records if is_kept(job.filter, r.success)), key=lambda r: r.index)
+    return sorted((r for r in records if is_kept(job.filter, r.success, r.plausibility)), key=lambda r: r.index)
 
 
 def is_current(part: PartRecord | None, job: JobSpec, records: Sequence[EpisodeRecord]) -> bool:

@@ -29,7 +29,7 @@ from sim_model.data.episode import Episode
 from workers import parts
 from workers.actions import GroupActions, make_action_source
 from workers.closed_loop import ClosedLoopRollout, roll_closed_loop
-from workers.scoring import Scorer, import_scorer, score_episode
+from workers.scoring import PlausibilityCheck, Scorer, check_episode, import_scorer, score_episode
 from workers.writer import episode_features, read_commit, write_episode
 
 if TYPE_CHECKING:
@@ -51,7 +51,8 @@ class WorldModelReplica:
     """One model replica. `roll_json` maps a group to the records of its episodes."""
 
     def __init__(self, job: str, out: str, model: WorldModel | None = None,
-                 scorer: Scorer | None = None, write_behind: bool = False) -> None:
+                 scorer: Scorer | None = None, write_behind: bool = False,
+                 plausibility: PlausibilityCheck | None = None) -> None:
         self.job = JobSpec.model_validate_json(job)
         self.out = out
         self.abandon: Callable[[], bool] | None = None  # polled every step; True: closed_loop.GroupAbandoned
@@ -62,17 +63,19 @@ class WorldModelReplica:
         # wraps exceptions in its own types and keeps only their text.
         self.error = ""
         try:
-            self._setup(model, scorer)
+            self._setup(model, scorer, plausibility)
         except SpecError as error:
             self.error = str(error)
 
     @classmethod
     def with_model(cls, job: JobSpec, out: str, model: WorldModel,
-                   scorer: Scorer | None = None) -> WorldModelReplica:
+                   scorer: Scorer | None = None,
+                   plausibility: PlausibilityCheck | None = None) -> WorldModelReplica:
         """A replica around a model already loaded (on job.device), e.g. the one preflight loaded."""
-        return cls(job.model_dump_json(), out, model, scorer)
+        return cls(job.model_dump_json(), out, model, scorer, plausibility=plausibility)
 
-    def _setup(self, model: WorldModel | None, scorer: Scorer | None) -> None:
+    def _setup(self, model: WorldModel | None, scorer: Scorer | None,
+               plausibility: PlausibilityCheck | None) -> None:
         from sim_model.world_model import WorldModel
 
         self.device = resolve_device(self.job.device)
@@ -82,9 +85,11 @@ class WorldModelReplica:
                         for name, cfg in self.job.action_sources.items()}
         # The driver hands over the filter's scorer (pipeline.tasks.registry.resolve_scorer);
         # without one, a 'module:function' in the spec is imported here.
-        if scorer is None and self.job.filter is not None:
+        if scorer is None and self.job.filter is not None and self.job.filter.scorer is not None:
             scorer = import_scorer(self.job.filter.scorer)
         self.scorer = scorer
+        # The task's plausibility check, resolved by the driver too (None: not asked for).
+        self.plausibility = plausibility
         log.info("replica ready: model %s on %s", self.wm.checkpoint_hash, self.device)
 
     def ready(self) -> str:
@@ -145,8 +150,9 @@ class WorldModelReplica:
             episode = self._episode(spec, row, rollout, policy.describe(row))
             if record is None:
                 score, success = (None, None) if self.scorer is None else score_episode(self.scorer, episode)
+                checks = None if self.plausibility is None else check_episode(self.plausibility, episode)
                 record = write_episode(self.out, episode, spec.index, self.features, score=score,
-                                       success=success)
+                                       success=success, checks=checks)
             records.append(record)
             episodes.append(episode)
         self._part(specs, records, episodes)

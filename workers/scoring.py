@@ -30,6 +30,13 @@ class Scorer(Protocol):
     def __call__(self, episode: Episode) -> tuple[float, bool]: ...
 
 
+class PlausibilityCheck(Protocol):
+    """A task's object checks of one episode from its frames: named values in [0, 1], one of
+    them 'plausibility' (pipeline/tasks/plausibility.py)."""
+
+    def __call__(self, episode: Episode) -> dict[str, float]: ...
+
+
 def import_scorer(ref: str, what: str = "filter.scorer") -> Scorer:
     """The user's scorer 'package.module:function'; SpecError for anything else (`what`: where
     the name came from). A task's scorer by name is the pipeline's to resolve and hand over."""
@@ -49,8 +56,31 @@ def score_episode(scorer: Scorer, episode: Episode) -> TaskScore:
     return TaskScore(float(score), bool(success))
 
 
-def is_kept(spec: FilterSpec | None, success: bool | None) -> bool:
-    """Whether a committed episode enters the job's datasets under the filter's mode."""
-    if spec is None or spec.mode == "label":
+def check_episode(check: PlausibilityCheck, episode: Episode) -> dict[str, float]:
+    """The check's values for `episode`, 'plausibility' among them (SpecError otherwise)."""
+    values = {name: float(value) for name, value in check(episode).items()}
+    if "plausibility" not in values:
+        raise SpecError(f"plausibility check failed on {episode.meta.episode_id}: it returned "
+                        f"{sorted(values)}, without 'plausibility'")
+    return values
+
+
+def is_plausible(spec: FilterSpec | None, plausibility: float | None) -> bool | None:
+    """Whether an episode passes filter.plausibility's threshold; None when no check ran."""
+    if plausibility is None:
+        return None
+    threshold = 0.0 if spec is None or spec.plausibility is None else spec.plausibility.min
+    return plausibility >= threshold
+
+
+def is_kept(spec: FilterSpec | None, success: bool | None, plausibility: float | None = None) -> bool:
+    """Whether a committed episode enters the job's datasets under the filter's mode (and
+    filter.plausibility's, when it drops implausible episodes)."""
+    if spec is None:
+        return True
+    if (spec.plausibility is not None and spec.plausibility.mode == "drop"
+            and is_plausible(spec, plausibility) is False):
+        return False
+    if spec.mode == "label":
         return True
     return bool(success) if spec.mode == "keep" else not success

@@ -147,8 +147,10 @@ def current_node() -> str | None:
 
 
 def stage_episode(out: str, episode: Episode, index: int, features: FeatureSpec, *,
-                  score: float | None = None, success: bool | None = None) -> EpisodeRecord:
-    """Store `episode`'s data under OUT (not yet committed); returns the record to commit."""
+                  score: float | None = None, success: bool | None = None,
+                  checks: dict[str, float] | None = None) -> EpisodeRecord:
+    """Store `episode`'s data under OUT (not yet committed); returns the record to commit
+    (`checks`: the plausibility check's values, workers.scoring.check_episode)."""
     from sim_model.data.store import EpisodeStore
 
     meta = episode.meta
@@ -167,7 +169,8 @@ def stage_episode(out: str, episode: Episode, index: int, features: FeatureSpec,
     return EpisodeRecord(episode_id=meta.episode_id, index=index, uri=target, length=len(episode),
                          checksum=episode.checksum(), seed=meta.seed if meta.seed is not None else 0,
                          source=meta.source, model_hash=meta.model_hash, score=score, success=success,
-                         node_id=current_node())
+                         plausibility=None if checks is None else checks["plausibility"],
+                         checks=checks, node_id=current_node())
 
 
 def check_stored(record: EpisodeRecord) -> None:
@@ -214,12 +217,14 @@ def commit(out: str, record: EpisodeRecord) -> EpisodeRecord:
 
 
 def write_episode(out: str, episode: Episode, index: int, features: FeatureSpec, *,
-                  score: float | None = None, success: bool | None = None) -> EpisodeRecord:
+                  score: float | None = None, success: bool | None = None,
+                  checks: dict[str, float] | None = None) -> EpisodeRecord:
     """Store `episode` under OUT and commit it; returns its record (the existing one if committed)."""
     existing = read_commit(out, episode.meta.episode_id)
     if existing is not None:
         return existing
-    return commit(out, stage_episode(out, episode, index, features, score=score, success=success))
+    return commit(out, stage_episode(out, episode, index, features, score=score, success=success,
+                                      checks=checks))
 
 
 def drop_commits_without_data(out: str, records: dict[str, EpisodeRecord], lease: Lease, *,

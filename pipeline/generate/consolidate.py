@@ -39,6 +39,7 @@ from schemas import (
 from sim_model import storage
 from sim_model.data import shards
 from workers import parts
+from workers.scoring import is_plausible
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,8 @@ def assemble_zarr(spec: JobSpec, groups: list[list[EpisodeSpec]], records: dict[
                                  shard=key if r.episode_id in offsets else -1,
                                  offset=offsets.get(r.episode_id, -1), length=r.length, seed=r.seed,
                                  source=r.source, score=r.score, success=r.success, checksum=r.checksum,
-                                 node_id=r.node_id)
+                                 node_id=r.node_id, plausibility=r.plausibility,
+                                 plausible=is_plausible(spec.filter, r.plausibility))
                  for r in sorted(committed, key=lambda r: r.index)]
     shard_root = storage.join(root, shards.SHARDS_DIR)
     stray = [n for n in storage.list_names(shard_root) if n.endswith(".zarr") and n not in wanted]

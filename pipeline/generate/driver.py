@@ -130,7 +130,7 @@ class _JobRun:
         for _ in range(REPAIR_PASSES):
             self.generate(address)
             records = _check_complete(self.plan, self.done)
-            kept = [r for r in records if is_kept(self.spec.filter, r.success)]
+            kept = [r for r in records if is_kept(self.spec.filter, r.success, r.plausibility)]
             try:
                 return self.export(records, kept)
             except StaleParts as error:  # the next pass has the replicas make them again
@@ -153,7 +153,7 @@ class _JobRun:
 
         try:
             execute(self.spec, pending, address=address, on_record=self.on_record, model=self.plan.model,
-                    scorer=self.plan.scorer)
+                    scorer=self.plan.scorer, plausibility=self.plan.plausibility)
         finally:
             if not self.lease.lost:  # what is committed stays; a rerun resumes from here
                 self.done.update(self._markers(known=self.done))

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.generate.expand import expand
-from pipeline.tasks.registry import resolve_scorer
+from pipeline.tasks.registry import resolve_plausibility, resolve_scorer
 from schemas import EpisodeSpec, FeatureSpec, JobSpec, SpecError
 from schemas.job import ReplaySource
 from sim_model import storage
 from workers.actions import make_action_source
 from workers.init_frames import list_init_refs
-from workers.scoring import Scorer
+from workers.scoring import PlausibilityCheck, Scorer
 from workers.writer import episode_features
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,8 @@ class Plan:
     model: Any = dataclasses.field(default=None, repr=False, compare=False)
     # The filter's scorer, resolved here and handed to every replica (None without a filter).
     scorer: Scorer | None = dataclasses.field(default=None, repr=False, compare=False)
+    # The task's plausibility check, likewise (None when the filter asks for none).
+    plausibility: PlausibilityCheck | None = dataclasses.field(default=None, repr=False, compare=False)
 
 
 def _load_model(spec: JobSpec):  # -> WorldModel
@@ -112,10 +114,12 @@ def preflight(spec: JobSpec) -> Plan:
     _check_sources(spec, features)
     _check_camera_keys(spec, features)
     _check_lerobot(spec, features)
-    scorer = resolve_scorer(spec.filter.scorer) if spec.filter is not None else None
+    scorer = resolve_scorer(spec.filter.scorer) if spec.filter is not None and spec.filter.scorer else None
+    plausibility = resolve_plausibility(spec.filter)
     if not remote:  # creates the directory: only once everything else is known to be right
         _check_output(spec)
     log.info("job %s: %d episodes x %d steps, model %s, %d initial frames", spec.name, spec.episodes,
              spec.horizon, wm.checkpoint_hash, len(refs))
     return Plan(spec=spec, model_features=features, features=episode_features(features, wm.has_state),
-                model_hash=wm.checkpoint_hash, episodes=expand(spec, refs), model=wm, scorer=scorer)
+                model_hash=wm.checkpoint_hash, episodes=expand(spec, refs), model=wm, scorer=scorer,
+                plausibility=plausibility)

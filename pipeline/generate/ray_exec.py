@@ -33,7 +33,7 @@ from pipeline import ray_connect
 from schemas import EpisodeRecord, EpisodeSpec, JobSpec, SpecError
 
 if TYPE_CHECKING:
-    from workers.scoring import Scorer
+    from workers.scoring import PlausibilityCheck, Scorer
 
 log = logging.getLogger(__name__)
 WAIT_S = 0.1  # how often the loop looks at the lead replica between Ray results
@@ -55,8 +55,9 @@ class LeadReplica:
     """
 
     def __init__(self, spec: JobSpec, model: Any, queue: collections.deque[list[EpisodeSpec]],
-                 scorer: Scorer | None = None) -> None:
+                 scorer: Scorer | None = None, plausibility: PlausibilityCheck | None = None) -> None:
         self.spec, self.model, self.queue, self.scorer = spec, model, queue, scorer
+        self.plausibility = plausibility
         self.stop = threading.Event()  # set when a Ray replica is ready: take no new group
         self.abandon = threading.Event()  # set when the job ends: drop the group being rolled
         self.done: collections.deque[tuple[list[str], str]] = collections.deque()
@@ -79,7 +80,8 @@ class LeadReplica:
         torch.set_num_threads(max(1, int(self.spec.resources.num_cpus)))  # Ray's OMP_NUM_THREADS
         try:
             replica = WorldModelReplica.with_model(self.spec.model_copy(update={"device": "cpu"}),
-                                                   self.spec.output.path, self.model, self.scorer)
+                                                   self.spec.output.path, self.model, self.scorer,
+                                                   self.plausibility)
             replica.abandon = self.abandon.is_set
             while not self.stop.is_set():
                 try:
@@ -113,13 +115,15 @@ def _deliver(result: tuple[list[str], str], on_record: Callable[[EpisodeRecord],
 
 def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | None,
             on_record: Callable[[EpisodeRecord], None], model: Any = None,
-            scorer: Scorer | None = None) -> None:
+            scorer: Scorer | None = None, plausibility: PlausibilityCheck | None = None) -> None:
     """Roll every pending group on a pool of replicas; `on_record` sees each committed episode.
     `model`: the WorldModel preflight loaded; given, the driver rolls groups itself while an
     embedded Ray starts (see LeadReplica). `scorer`: the filter's, resolved by preflight; each
-    replica gets it as a constructor argument (pickled by reference: its module is imported there)."""
+    replica gets it as a constructor argument (pickled by reference: its module is imported there);
+    `plausibility`, the task's plausibility check, likewise."""
     queue = collections.deque(pending)
-    lead = LeadReplica(spec, model, queue, scorer) if model is not None and LeadReplica.usable(spec, address) else None
+    lead = (LeadReplica(spec, model, queue, scorer, plausibility)
+            if model is not None and LeadReplica.usable(spec, address) else None)
     if lead is not None:
         lead.thread.start()
     started = False
@@ -127,7 +131,7 @@ def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | N
     ray_connect.terminated.clear()
     try:
         started = ray_connect.connect(address)
-        _dispatch(spec, queue, lead, on_record, scorer)
+        _dispatch(spec, queue, lead, on_record, scorer, plausibility)
     except (KeyboardInterrupt, SystemExit) as error:
         # Ctrl-C, or a stop: SIGTERM, which a connected Ray driver turns into sys.exit(15) (or,
         # inside ray.wait, SystemExit(1)); both reach the caller as KeyboardInterrupt. The
@@ -153,7 +157,8 @@ def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | N
 
 
 def _dispatch(spec: JobSpec, queue: collections.deque[list[EpisodeSpec]], lead: LeadReplica | None,
-              on_record: Callable[[EpisodeRecord], None], scorer: Scorer | None = None) -> None:
+              on_record: Callable[[EpisodeRecord], None], scorer: Scorer | None = None,
+              plausibility: PlausibilityCheck | None = None) -> None:
     """Start the replicas together, then hand each free one the next group until all are done."""
     import ray
 
@@ -164,7 +169,7 @@ def _dispatch(spec: JobSpec, queue: collections.deque[list[EpisodeSpec]], lead: 
         max_restarts=-1, max_task_retries=-1)  # a killed replica restarts and reruns its group
     count = min(spec.replicas, len(queue))
     job = spec.model_dump_json()
-    replicas: list[Any] = [actor.remote(job, spec.output.path, None, scorer, True)  # handles
+    replicas: list[Any] = [actor.remote(job, spec.output.path, None, scorer, True, plausibility)  # handles
                            for _ in range(count)]
     # Asked before any group: a replica's calls run in order, so one that has not answered
     # this has not started rolling (and has written nothing) yet.

@@ -1,6 +1,7 @@
 """OUT/summary.md: what a finished job made, for a person: episodes, frames, wall time and
-speed, scorer statistics when a scorer ran, the model's checkpoint hash, where the datasets are,
-the preview, and the command that opens the LeRobot copy in lerobot's viewer.
+speed, scorer statistics when a scorer ran, the distribution of plausibility when the task's
+checks ran, the model's checkpoint hash, where the datasets are, the preview, and the command
+that opens the LeRobot copy in lerobot's viewer.
 
 Every count comes from the run manifest written beside it, the score statistics from the
 committed episodes' records; speed is this run's (a resumed run counts only the frames it made
@@ -41,7 +42,7 @@ def viz_command(job: str, lerobot_uri: str) -> str:
 
 
 def _scores(spec: JobSpec, records: Sequence[EpisodeRecord], kept: int) -> list[str]:
-    if spec.filter is None:
+    if spec.filter is None or spec.filter.scorer is None:
         return []
     scores = [r.score for r in records if r.score is not None]
     successes = sum(bool(r.success) for r in records)
@@ -58,6 +59,32 @@ def _scores(spec: JobSpec, records: Sequence[EpisodeRecord], kept: int) -> list[
         f"| {len(scores)} | {statistics.fmean(scores):.4f} | {std:.4f} | {min(scores):.4f} | "
         f"{statistics.median(scores):.4f} | {max(scores):.4f} | {successes} ({successes / n:.0%}) |",
     ]
+
+
+PLAUSIBILITY_BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+def _plausibility(spec: JobSpec, records: Sequence[EpisodeRecord]) -> list[str]:
+    """The distribution of the episodes' plausibility (the task's object checks), when it ran."""
+    values = sorted(r.plausibility for r in records if r.plausibility is not None)
+    if not values:
+        return []
+    rule = spec.filter.plausibility if spec.filter is not None else None
+    threshold = 0.0 if rule is None else rule.min
+    below = sum(v < threshold for v in values)
+    fate = "left out of the datasets" if rule is not None and rule.mode == "drop" else "flagged in the index"
+    counts = [sum(lo <= v < hi or (hi == PLAUSIBILITY_BINS[-1] and v == hi) for v in values)
+              for lo, hi in zip(PLAUSIBILITY_BINS, PLAUSIBILITY_BINS[1:], strict=False)]
+    ranges = " | ".join(f"{lo:.1f}-{hi:.1f}" for lo, hi in zip(PLAUSIBILITY_BINS, PLAUSIBILITY_BINS[1:], strict=False))
+    tenth = values[int(0.1 * (len(values) - 1))]
+    return ["", "## Plausibility", "",
+            "The task's own object checks of each episode's frames (e.g. PushT: the T stays a rigid "
+            f"T and in view), 1 at best: {below} of {len(values)} below {threshold:g}, {fate}.", "",
+            "| checked | mean | min | 10th pct | median | max |", "|---:|---:|---:|---:|---:|---:|",
+            f"| {len(values)} | {statistics.fmean(values):.3f} | {values[0]:.3f} | {tenth:.3f} | "
+            f"{statistics.median(values):.3f} | {values[-1]:.3f} |", "",
+            f"| plausibility | {ranges} |", "|---|" + "---:|" * len(counts),
+            "| episodes | " + " | ".join(str(c) for c in counts) + " |"]
 
 
 def summary_markdown(spec: JobSpec, manifest: RunManifest, records: Sequence[EpisodeRecord],
@@ -83,6 +110,7 @@ def summary_markdown(spec: JobSpec, manifest: RunManifest, records: Sequence[Epi
     lines = [f"# {spec.name}", "", "| | |", "|---|---|"]
     lines += [f"| {key} | {value} |" for key, value in rows]
     lines += _scores(spec, records, stats.kept)
+    lines += _plausibility(spec, records)
     lines += ["", "## Preview", ""]
     lines.append(f"The first episodes, step by step: ![preview]({PREVIEW_FILE})" if preview else
                  "No preview: the datasets hold no episode.")

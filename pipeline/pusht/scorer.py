@@ -32,7 +32,8 @@ import shapely
 import shapely.geometry as sg
 
 from pipeline.pusht.tee_fit import T_AREA, pixel_centres
-from pipeline.pusht.vision import BLOCK, class_fractions, fit_block
+from pipeline.pusht.vision import BLOCK, PushTAnalyzer, class_fractions, fit_block
+from pipeline.tasks.plausibility import first_camera, probe_steps
 from sim_model.data.episode import Episode
 from workers.scoring import TaskScore
 
@@ -169,3 +170,16 @@ def pixel_coverage_score(episode: Episode) -> TaskScore:
     """Best `pixel_coverage` over the episode's frames; success past SUCCESS_THRESHOLD."""
     trace = coverage_trace(episode_frames(episode), coverage=pixel_coverage)
     return TaskScore(trace.best, trace.success)
+
+
+def plausibility(episode: Episode) -> dict[str, float]:
+    """PushT's plausibility check (pipeline/tasks/plausibility.py): at each probed frame, the
+    T's rigid-shape score when both the T and the agent are in view, else 0; 'plausibility' is
+    the worst of them. Also 'rigid_shape' (the mean) and 'visible' (share of probes showing
+    both). Real gym-pusht frames score 0.92-0.99 a frame."""
+    frames, analyzer = first_camera(episode), PushTAnalyzer()
+    probes = [analyzer.probe(frames[t]) for t in probe_steps(len(frames))]
+    shape = np.array([p["rigid_shape"] for p in probes])
+    visible = np.array([p["agent_visible"] > 0 and p["block_pixels"] > 0 for p in probes], dtype=np.float64)
+    return {"plausibility": float(np.min(shape * visible)), "rigid_shape": float(shape.mean()),
+            "visible": float(visible.mean())}

@@ -17,6 +17,7 @@ import numpy as np
 
 from pipeline.sweep.env import SUCCESS_FRACTION
 from pipeline.sweep.vision import in_goal_pixel_fraction
+from pipeline.tasks.plausibility import conserved, probe_steps
 from sim_model.data.episode import Episode
 from workers.scoring import TaskScore
 
@@ -39,3 +40,16 @@ def score_episode(episode: Episode) -> TaskScore:
     if mass < MIN_MASS * start_mass:
         fraction = 0.0
     return TaskScore(fraction, fraction >= SUCCESS_FRACTION)
+
+
+def plausibility(episode: Episode) -> dict[str, float]:
+    """Sweep's plausibility check (pipeline/tasks/plausibility.py): the pile's mass kept, as
+    `conserved` particle pixels of the top view at each probed frame against the start frame's
+    (discs are neither lost nor made); 'plausibility' is the worst, 'mass' their mean."""
+    if "top" not in episode.frames:
+        raise ValueError(f"the sweep check reads camera 'top'; the episode has {sorted(episode.frames)}")
+    frames = episode.frames["top"]
+    start = in_goal_pixel_fraction(frames[0], "top")[1]
+    kept = conserved(np.array([in_goal_pixel_fraction(frames[t], "top")[1]
+                               for t in probe_steps(len(frames))]), start)
+    return {"plausibility": float(kept.min()), "mass": float(kept.mean())}

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from schemas import EpisodeSpec
     from sim_model.evaluate import FrameAnalyzer
     from workers.actions.base import ActionSource
-    from workers.scoring import Scorer
+    from workers.scoring import PlausibilityCheck, Scorer
 
 
 class Sweep:
@@ -62,6 +62,11 @@ class Sweep:
         from pipeline.sweep.scorer import score_episode
 
         return score_episode
+
+    def plausibility(self) -> PlausibilityCheck:
+        from pipeline.sweep.scorer import plausibility
+
+        return plausibility
 
     def object_analyzer(self) -> FrameAnalyzer:
         from pipeline.sweep.vision import SweepAnalyzer

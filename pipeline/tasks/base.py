@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from schemas import EpisodeSpec, FeatureSpec
     from sim_model.evaluate import FrameAnalyzer
     from workers.actions.base import ActionSource
-    from workers.scoring import Scorer
+    from workers.scoring import PlausibilityCheck, Scorer
 
 CollectProgress = Callable[[int, int], None]  # (episodes in the store, episodes asked for)
 StepProgress = Callable[[int], None]  # episode-steps just done
@@ -93,6 +93,12 @@ class Task(Protocol):
 
     def object_analyzer(self) -> FrameAnalyzer:
         """Object mask, shape score and health probes of one frame (`--object-mask NAME`)."""
+        ...
+
+    def plausibility(self) -> PlausibilityCheck:
+        """The task's own object checks of a generated episode, from its frames alone (named
+        values in [0, 1], 'plausibility' the headline; pipeline/tasks/plausibility.py), which a
+        job records per episode and `filter.plausibility` thresholds."""
         ...
 
     def roll_ground_truth(self, policy: ActionSource, specs: Sequence[EpisodeSpec],

@@ -17,7 +17,8 @@ from pipeline.tasks.base import Task
 from schemas import SpecError
 
 if TYPE_CHECKING:
-    from workers.scoring import Scorer
+    from schemas.job import FilterSpec
+    from workers.scoring import PlausibilityCheck, Scorer
 
 _ORDER: list[Task] = [  # typed, so that mypy checks each entry against the Task protocol
     PushT(),
@@ -53,3 +54,21 @@ def resolve_scorer(name: str, what: str = "filter.scorer") -> Scorer:
     raise SpecError(f"{what} '{name}' is unknown; built-in scorers: {known} (or a task's name: "
                     f"{', '.join(TASKS)}). Or give 'package.module:function' returning "
                     "(score, success) for an Episode.")
+
+
+def resolve_plausibility(spec: FilterSpec | None) -> PlausibilityCheck | None:
+    """The plausibility check a job's filter asks for: filter.plausibility.task's, else the task
+    of filter.scorer when it is a task's; None without a filter, or with a user's scorer and no
+    filter.plausibility. SpecError when filter.plausibility cannot name its task."""
+    if spec is None:
+        return None
+    named = spec.plausibility.task if spec.plausibility is not None else None
+    if named is not None:
+        return get_task(named, "filter.plausibility.task").plausibility()
+    for task in TASKS.values():
+        if spec.scorer in (task.scorer_name, task.name):
+            return task.plausibility()
+    if spec.plausibility is not None:
+        raise SpecError(f"filter.plausibility: filter.scorer '{spec.scorer}' is not a task's, so name "
+                        f"the task whose object checks apply in filter.plausibility.task ({', '.join(TASKS)}).")
+    return None

@@ -95,6 +95,8 @@ class IndexRow:
     success: bool | None
     checksum: str
     node_id: str | None = None
+    plausibility: float | None = None  # the task's plausibility check, when one ran
+    plausible: bool | None = None  # plausibility at least filter.plausibility.min (None: no check)
 
 
 def write_index(root: str, rows: Sequence[IndexRow], features: FeatureSpec) -> str:
@@ -106,7 +108,8 @@ def write_index(root: str, rows: Sequence[IndexRow], features: FeatureSpec) -> s
     schema = pa.schema([("episode_id", pa.string()), ("index", pa.int64()), ("in_dataset", pa.bool_()),
                         ("shard", pa.int64()), ("offset", pa.int64()), ("length", pa.int64()),
                         ("seed", pa.int64()), ("source", pa.string()), ("score", pa.float64()),
-                        ("success", pa.bool_()), ("checksum", pa.string()), ("node_id", pa.string())],
+                        ("success", pa.bool_()), ("checksum", pa.string()), ("node_id", pa.string()),
+                        ("plausibility", pa.float64()), ("plausible", pa.bool_())],
                        metadata={FEATURES_KEY: features.model_dump_json().encode()})
     table = pa.Table.from_pydict(columns, schema=schema)
     buffer = io.BytesIO()

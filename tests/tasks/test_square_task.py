@@ -18,6 +18,8 @@ from tests.tasks.square.task import RIGHT, Square, score
 from tests.workers.jobs import job_dict, write_job
 from workers.writer import committed_records
 
+MIN_PLAUSIBLE = 0.5  # filter.plausibility.min of the job below
+
 
 @pytest.fixture
 def square(monkeypatch: pytest.MonkeyPatch) -> Square:
@@ -89,3 +91,43 @@ def test_a_generation_job_filters_with_the_task_scorer_on_ray_replicas(
     for record in records.values():
         assert (record.score, record.success) == score(dataset.episode(record.index))
     assert np.isfinite([r.score for r in records.values()]).all()
+
+
+def test_a_generation_job_records_the_tasks_plausibility_and_drops_below_its_min(
+        square: Square, collected: Path, model: Path, tmp_path: Path, ray_cluster,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """filter.plausibility: every episode gets the task's check (records, index, summary);
+    mode 'drop' leaves those below `min` out of the datasets. (The square's own check scores a
+    random model's frames ~0.04 each; one by episode index splits the episodes.)"""
+    import pyarrow.parquet as pq
+
+    from tests.workers.policies import thirds_plausibility
+
+    monkeypatch.setattr(square, "plausibility", lambda: thirds_plausibility)
+    out = tmp_path / "out"
+    job = job_dict(model, {"dataset": str(collected)}, out, episodes=6, horizon=5, batch_size=3,
+                   action_sources={"walk": {"kind": "scripted", "motion": "random_walk"}},
+                   filter={"scorer": "square_right", "mode": "label",
+                           "plausibility": {"min": MIN_PLAUSIBLE, "mode": "drop"}})
+    assert main(["generate", str(write_job(tmp_path / "job.yaml", job)), "--no-progress"]) == 0
+    records = sorted(committed_records(str(out)).values(), key=lambda r: r.index)
+    kept = [r.episode_id for r in records if r.plausibility is not None and r.plausibility >= MIN_PLAUSIBLE]
+    assert [r.plausibility for r in records] == [0.0, 0.5, 1.0] * 2
+    assert [r.checks for r in records] == [thirds_plausibility(_indexed(i)) for i in range(6)]
+    dataset = open_dataset(out / "dataset")
+    assert [dataset.meta(i).episode_id for i in range(len(dataset))] == kept == \
+        [r.episode_id for r in records if r.index % 3]
+    index = pq.read_table(out / "dataset" / "index.parquet").to_pylist()
+    assert [row["plausible"] for row in index] == [r.episode_id in kept for r in records]
+    assert [row["plausibility"] for row in index] == [r.plausibility for r in records]
+    summary = (out / "summary.md").read_text()
+    assert "## Plausibility" in summary
+    assert f"{len(records) - len(kept)} of {len(records)} below {MIN_PLAUSIBLE:g}, left out of the datasets" in summary
+
+
+def _indexed(index: int):  # an Episode with only what thirds_plausibility reads
+    from schemas import EpisodeMeta
+    from sim_model.data.episode import Episode
+
+    return Episode(frames={"top": np.zeros((1, 2, 2, 3), np.uint8)}, action=np.zeros((1, 2), np.float32),
+                   meta=EpisodeMeta(episode_id="e", length=1, info={"index": index}))

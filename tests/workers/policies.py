@@ -41,4 +41,10 @@ def even_seed_scorer(episode: Episode) -> tuple[float, bool]:
     return float(index), index % 2 == 0
 
 
+def thirds_plausibility(episode: Episode) -> dict[str, float]:
+    """A plausibility check by episode index: 0, 1/2, 1 in turn (deterministic, easy to check)."""
+    index = int(episode.meta.info["index"])
+    return {"plausibility": (index % 3) / 2, "index": float(index)}
+
+
 NOT_CALLABLE = 42

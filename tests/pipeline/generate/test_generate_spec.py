@@ -135,6 +135,13 @@ def test_source_and_filter_errors_name_the_source(tmp_path: Path, tiny_checkpoin
     with pytest.raises(SpecError, match="filter.scorer 'coverage' is unknown"):
         check(tmp_path, job_dict(tiny_checkpoint, init_images, tmp_path / "out",
                                  filter={"scorer": "coverage", "mode": "keep"}))
+    for bad, message in [({}, "give filter.scorer"), ({"plausibility": {"min": 0.5}}, "give filter.scorer"),
+                         ({"mode": "keep", "plausibility": {"task": "pusht"}}, "needs filter.scorer"),
+                         ({"plausibility": {"task": "mug"}}, "filter.plausibility.task 'mug' is unknown"),
+                         ({"scorer": "tests.workers.policies:even_seed_scorer", "plausibility": {"min": 0.5}},
+                          "name the task whose object checks apply")]:
+        with pytest.raises(SpecError, match=message):
+            check(tmp_path, job_dict(tiny_checkpoint, init_images, tmp_path / "out", filter=bad))
 
 
 def test_camera_keys_for_a_camera_the_model_lacks_fail_before_the_job(tmp_path: Path, tiny_checkpoint: Path,

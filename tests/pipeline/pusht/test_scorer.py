@@ -178,3 +178,31 @@ def test_looser_scorers_track_gym_coverage_and_credit_a_bent_t(sim):
                       meta=EpisodeMeta(episode_id="loose", length=2))
     assert pixel_coverage_score(episode).score == pytest.approx(pixel_coverage(obs.frame))
     assert loose_shape_score(episode).score == pytest.approx(score_episode(episode).score, abs=1e-9)
+
+
+def test_plausibility_is_a_rigid_t_in_view(sim):
+    """The task's plausibility check: ~1 for simulator frames of a T pushed along, lower when the
+    T melts, 0 at probes where the T is gone (and the registry hands the check to a job)."""
+    from pipeline.pusht.scorer import plausibility
+    from pipeline.tasks.registry import resolve_plausibility
+    from schemas.job import FilterSpec
+
+    frames = np.stack([sim.reset_to(np.array([100.0 + 5 * t, 400.0]), GOAL_POSE + [3.0 * t, -2.0 * t, 0.02 * t]).frame
+                       for t in range(21)])
+
+    def check(frames: np.ndarray) -> dict[str, float]:
+        return plausibility(Episode(frames={"top": frames}, action=np.zeros((len(frames), 2), np.float32),
+                                    meta=EpisodeMeta(episode_id="e", length=len(frames))))
+
+    real = check(frames)
+    assert real["plausibility"] > 0.9 and real["visible"] == 1.0 and real["rigid_shape"] > 0.9
+    gone = frames.copy()
+    gone[11:] = 255  # the second half shows neither T nor agent
+    assert check(gone)["visible"] == 0.5 and check(gone)["plausibility"] == 0.0
+    blurred = frames.copy()
+    blurred[1:] = np.stack([np.roll(frames[1:], s, axis=2) for s in range(-10, 11)]).mean(axis=0).astype(np.uint8)
+    assert check(blurred)["plausibility"] < real["plausibility"] - 0.1
+    assert resolve_plausibility(FilterSpec(scorer="pusht_coverage")) is plausibility
+    with pytest.raises(SpecError, match="filter.plausibility.task"):
+        resolve_plausibility(FilterSpec(scorer="tests.workers.policies:even_seed_scorer", plausibility={"min": 0.5}))
+    assert resolve_plausibility(FilterSpec(scorer="tests.workers.policies:even_seed_scorer")) is None

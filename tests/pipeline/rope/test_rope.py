@@ -104,3 +104,28 @@ def test_ground_truth_from_a_collected_store_and_the_demonstrator_threads_it(tmp
     scores, videos = evaluate_in_rope(RopeDemonstrator(features), specs, features, 120, 2, 1)
     assert [s.success for s in scores] == [True, True] and [s.score for s in scores] == [1.0, 1.0]
     assert len(videos) == 1 and videos[0].shape == (121, 96, 96, 3)
+
+
+def test_plausibility_is_the_rope_keeping_its_length_and_the_clip_in_view():
+    from pipeline.rope.scorer import plausibility
+    from schemas import EpisodeMeta
+    from sim_model.data.episode import Episode
+
+    rng = np.random.default_rng(3)
+    sim = RopeSim()
+    state = sim.reset_to(draw_start(rng))
+    frames = [render_top(state, 96)]
+    for target in PRIMITIVES["route"](state, rng)[:20]:
+        state = sim.step(target)
+        frames.append(render_top(state, 96))
+    frames = np.stack(frames)
+
+    def check(frames: np.ndarray) -> dict[str, float]:
+        return plausibility(Episode(frames={"top": frames}, action=np.zeros((len(frames), 2), np.float32),
+                                    meta=EpisodeMeta(episode_id="e", length=len(frames))))
+
+    real = check(frames)
+    assert real["plausibility"] > 0.8 and real["clip_visible"] == 1.0
+    gone = frames.copy()
+    gone[11:] = frames[0, 0, 0]  # rope, clip and effector vanish
+    assert check(gone)["plausibility"] == 0.0 and check(gone)["rope"] < 0.6

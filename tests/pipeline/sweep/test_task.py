@@ -148,3 +148,15 @@ def test_sweep_fidelity_reports_views_mass_and_cross_view_consistency(store: Pat
         # The per-camera PSNRs average to the reported all-camera PSNR.
         views = [extra[f"psnr[{c}]"]["model"]["mean"] for c in ("top", "side")]
         assert np.isclose(np.mean(views), horizon["psnr"]["model"]["mean"], atol=1e-6)
+
+
+def test_plausibility_is_the_pile_keeping_its_mass(store: Path) -> None:
+    from pipeline.sweep.scorer import plausibility
+
+    episode = EpisodeStore.open(store).episode(0)
+    real = plausibility(episode)
+    assert real["plausibility"] > 0.6 and real["mass"] > 0.8
+    lost = episode.frames["top"].copy()
+    lost[len(lost) // 2:] = lost[0, 0, 0]  # the pile vanishes half way
+    episode.frames["top"] = lost
+    assert plausibility(episode)["plausibility"] == 0.0 and plausibility(episode)["mass"] < 0.6

@@ -18,7 +18,7 @@ from sim_model.data.episode import Episode
 from sim_model.data.store import EpisodeStore
 from workers.actions.base import ActionSource, Observation, check_actions
 from workers.init_frames import load_init
-from workers.scoring import Scorer
+from workers.scoring import PlausibilityCheck, Scorer
 
 SIZE = 16
 LOW, HIGH = 2.0, 13.0  # where the square's centre may go
@@ -49,6 +49,16 @@ def score(episode: Episode) -> tuple[float, bool]:
     """The task's scorer: the square's x in the last frame over the width; success past RIGHT."""
     x = float(position(episode.frames["top"][-1])[0]) / (SIZE - 1)
     return x, x > RIGHT
+
+
+def plausibility(episode: Episode) -> dict[str, float]:
+    """The task's plausibility check: the square keeps its size (pixels, against the start's)."""
+    from pipeline.tasks.plausibility import conserved, probe_steps
+
+    frames = episode.frames["top"]
+    kept = conserved(np.array([square_mask(frames[t]).sum() for t in probe_steps(len(frames))]),
+                     float(square_mask(frames[0]).sum()))
+    return {"plausibility": float(kept.mean()), "size_min": float(kept.min())}
 
 
 class SquareAnalyzer:
@@ -105,9 +115,12 @@ class Square:
             rng = np.random.default_rng((args.seed, index))
             pos = np.empty((args.steps, 2), np.float32)
             pos[0] = rng.uniform(LOW, HIGH, 2)
-            action = np.clip(pos + rng.normal(0, args.jitter, pos.shape), LOW, HIGH).astype(np.float32)
-            for t in range(1, args.steps):
-                pos[t] = action[t - 1]
+            noise = rng.normal(0, args.jitter, pos.shape)
+            action = np.empty_like(pos)
+            for t in range(args.steps):  # each action jumps the square: the next position
+                action[t] = np.clip(pos[t] + noise[t], LOW, HIGH)
+                if t + 1 < args.steps:
+                    pos[t + 1] = action[t]
             meta = EpisodeMeta(episode_id=f"square-{index:04d}", length=args.steps, source="square:walk")
             store.append(Episode(frames={"top": render(pos)}, action=action, meta=meta, state=pos))
             progress(len(store), args.episodes)
@@ -118,6 +131,9 @@ class Square:
 
     def object_analyzer(self) -> SquareAnalyzer:
         return SquareAnalyzer()
+
+    def plausibility(self) -> PlausibilityCheck:
+        return plausibility
 
     def roll_ground_truth(self, policy: ActionSource, specs: Sequence[EpisodeSpec],
                           features: FeatureSpec, horizon: int, batch_size: int, videos: int,
