@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from schemas import EpisodeSpec
     from sim_model.evaluate import FrameAnalyzer
     from workers.actions.base import ActionSource
-    from workers.scoring import Scorer
+    from workers.scoring import PlausibilityCheck, Scorer
 
 
 class Rope:
@@ -61,6 +61,11 @@ class Rope:
         from pipeline.rope.scorer import score_episode
 
         return score_episode
+
+    def plausibility(self) -> PlausibilityCheck:
+        from pipeline.rope.scorer import plausibility
+
+        return plausibility
 
     def object_analyzer(self) -> FrameAnalyzer:
         from pipeline.rope.vision import RopeAnalyzer
