@@ -1,6 +1,6 @@
 """Rope routing as a task of the registry (pipeline.tasks.registry): the pymunk table's play, the
 through-the-clip pixel scorer, the rope's pixel checks, the table as ground truth and the router
-demonstrator. No bundled model yet (`iws train` one from `iws collect rope`).
+demonstrator, and its bundled model (sim_model/bundled/rope; card: docs/models/rope.md).
 
 Cheap to import: each method imports the module it needs (pymunk, PIL) when called.
 """
@@ -32,7 +32,7 @@ class Rope:
     summary = "rope routing in pymunk (deformable), one camera, scripted play"
     scorer_name = "rope_inserted"
     demonstrator = "pipeline.rope.demonstrator:RopeDemonstrator"
-    bundled_model = None
+    bundled_model = "rope"
 
     def features(self) -> FeatureSpec:
         return rope_features()
