@@ -78,8 +78,9 @@ def _plausibility(spec: JobSpec, records: Sequence[EpisodeRecord]) -> list[str]:
     ranges = " | ".join(f"{lo:.1f}-{hi:.1f}" for lo, hi in zip(PLAUSIBILITY_BINS, PLAUSIBILITY_BINS[1:], strict=False))
     tenth = values[int(0.1 * (len(values) - 1))]
     return ["", "## Plausibility", "",
-            "The task's own object checks of each episode's frames (e.g. PushT: the T stays a rigid "
-            f"T and in view), 1 at best: {below} of {len(values)} below {threshold:g}, {fate}.", "",
+            "The task's own object checks of each episode's frames, its worst probed frame (1: "
+            f"every probe looks like the task's real frames): {below} of {len(values)} below "
+            f"{threshold:g}, {fate}.", "",
             "| checked | mean | min | 10th pct | median | max |", "|---:|---:|---:|---:|---:|---:|",
             f"| {len(values)} | {statistics.fmean(values):.3f} | {values[0]:.3f} | {tenth:.3f} | "
             f"{statistics.median(values):.3f} | {values[-1]:.3f} |", "",
