@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -46,21 +47,15 @@ def parse_mix(text: str) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
-class CollectConfig:
+class CollectConfig(collecting.PlayConfig):
     """What to collect; validated on construction (SpecError with the offending value)."""
 
-    episodes: int
-    steps: int = 200
-    seed: int = 0
-    resolution: int = 96
+    primitives: ClassVar[Mapping[str, object]] = PRIMITIVES
+    min_resolution: ClassVar[int] = 8
+    max_resolution: ClassVar[int] = 1024
+    why_max: ClassVar[str] = "gym-pusht draws a 512x512 canvas"
+
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
-
-    def __post_init__(self) -> None:
-        collecting.check_config(self, self.mix, PRIMITIVES, min_resolution=8, max_resolution=1024,
-                                why_max="gym-pusht draws a 512x512 canvas")
-
-    def mix_text(self) -> str:
-        return collecting.mix_text(self.mix)
 
     def primitive(self, index: int) -> str:
         """The primitive episode `index` plays, drawn from the mix."""

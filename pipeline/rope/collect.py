@@ -12,8 +12,9 @@ processes gives byte-identical stores; the parent appends in index order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -36,21 +37,15 @@ def parse_mix(text: str) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
-class CollectConfig:
+class CollectConfig(collecting.PlayConfig):
     """What to collect; validated on construction (SpecError with the offending value)."""
 
-    episodes: int
-    steps: int = 200
-    seed: int = 0
-    resolution: int = 96
+    primitives: ClassVar[Mapping[str, object]] = PRIMITIVES
+    min_resolution: ClassVar[int] = 16
+    max_resolution: ClassVar[int] = 512
+    why_max: ClassVar[str] = "the table is 512 units across"
+
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
-
-    def __post_init__(self) -> None:
-        collecting.check_config(self, self.mix, PRIMITIVES, min_resolution=16, max_resolution=512,
-                                why_max="the table is 512 units across")
-
-    def mix_text(self) -> str:
-        return collecting.mix_text(self.mix)
 
 
 def play(_: None, config: CollectConfig, index: int) -> Episode:

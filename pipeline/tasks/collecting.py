@@ -11,9 +11,10 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -73,6 +74,31 @@ def check_config(config: Any, mix: Mapping[str, float], primitives: Collection[s
 
 def mix_text(mix: Mapping[str, float]) -> str:
     return ",".join(f"{name}={mix[name]:g}" for name in sorted(mix))
+
+
+@dataclass(frozen=True)
+class PlayConfig:
+    """What to collect of a task's scripted play; validated on construction (SpecError with the
+    offending value). A task's CollectConfig subclasses it: it gives `mix` its default and sets
+    the class attributes (its primitives and the resolutions it renders)."""
+
+    primitives: ClassVar[Collection[str]] = ()
+    min_resolution: ClassVar[int] = 16
+    max_resolution: ClassVar[int] = 512
+    why_max: ClassVar[str] = ""  # why resolutions above max_resolution are refused
+
+    episodes: int
+    steps: int = 200
+    seed: int = 0
+    resolution: int = 96
+    mix: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_config(self, self.mix, self.primitives, min_resolution=self.min_resolution,
+                     max_resolution=self.max_resolution, why_max=self.why_max)
+
+    def mix_text(self) -> str:
+        return mix_text(self.mix)
 
 
 def run_collect(collector: ModuleType, args: argparse.Namespace, out: str,

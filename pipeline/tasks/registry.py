@@ -39,15 +39,20 @@ def default_task() -> Task:
     return next(iter(TASKS.values()))
 
 
+def _task_scored_by(name: str | None) -> Task | None:
+    """The task whose scorer `name` is, by its scorer name ('pusht_coverage') or its own ('pusht')."""
+    return next((task for task in TASKS.values() if name in (task.scorer_name, task.name)), None)
+
+
 def resolve_scorer(name: str, what: str = "filter.scorer") -> Scorer:
     """The scorer a job spec or `--scorer` names: a task's by its scorer name ('pusht_coverage')
     or by the task's name ('pusht'), or a user's 'package.module:function'. Resolved here, on the
     driver, and handed to the workers."""
     from workers.scoring import import_scorer
 
-    for task in TASKS.values():
-        if name in (task.scorer_name, task.name):
-            return task.scorer()
+    task = _task_scored_by(name)
+    if task is not None:
+        return task.scorer()
     if ":" in name:
         return import_scorer(name, what)
     known = ", ".join(task.scorer_name for task in TASKS.values())
@@ -65,9 +70,9 @@ def resolve_plausibility(spec: FilterSpec | None) -> PlausibilityCheck | None:
     named = spec.plausibility.task if spec.plausibility is not None else None
     if named is not None:
         return get_task(named, "filter.plausibility.task").plausibility()
-    for task in TASKS.values():
-        if spec.scorer in (task.scorer_name, task.name):
-            return task.plausibility()
+    task = _task_scored_by(spec.scorer)
+    if task is not None:
+        return task.plausibility()
     if spec.plausibility is not None:
         raise SpecError(f"filter.plausibility: filter.scorer '{spec.scorer}' is not a task's, so name "
                         f"the task whose object checks apply in filter.plausibility.task ({', '.join(TASKS)}).")
