@@ -1,9 +1,8 @@
 """What a generation job costs after its last rollout, as the dataset grows (issue 19).
 
-Writes N committed episodes into a job output the way the replicas do: each episode's store and
-commit marker (`workers.writer.write_episode`), then per group its part of the datasets
-(`workers.parts.write_part`: the Zarr shard, with --lerobot the LeRobot part too; the replicas
-do this in parallel) and the release of the episodes' own stores. Then it times, in one process,
+Writes N committed episodes into a job output the way the replicas do: per group its part of
+the datasets and its commit (`workers.parts.write_part`: the Zarr shard, with --lerobot the
+LeRobot part too, then the part record; the replicas do this in parallel). Then it times, in one process,
 what the driver does: `check_parts` + `assemble_zarr` (the Parquet index over the shards) and,
 with --lerobot, `assemble_lerobot` (metadata only). The baseline runs in the same run on the same
 data: the old one-process path, every episode read back and appended to one store (what
@@ -12,8 +11,9 @@ with --lerobot, the old one-writer LeRobot export of that store. Frames: a 32x32
 a floor with a little noise, so the codecs have work of a realistic kind.
 
 Reported per N: seconds and milliseconds per episode of each step (a path that scales has a flat
-per-episode cost on the driver), the files (objects) and bytes the job leaves, those the
-per-episode stores held before their release (the double storage the old layout kept), and the
+per-episode cost on the driver), the files (objects) and bytes the job leaves, objects per
+episode, the time a resume takes to find what is committed (listing and reading the part
+records, checking every recorded file's size: `read_parts` + `verify.inspect`), and the
 driver's peak RSS. With --s3 the output goes to a local SeaweedFS (`weed`, as the tests use) and
 the objects are counted by listing the bucket.
 
@@ -118,13 +118,14 @@ def verify_costs(out: str, dataset: str, root: Path, n: int) -> dict:
 
 def measure(n: int, steps: int, size: int, lerobot: bool, group: int, root: Path, base: str,
             check: bool = False) -> dict:
+    from pipeline.generate import verify
     from pipeline.generate.consolidate import assemble_lerobot, assemble_zarr, check_parts
     from schemas import EpisodeSpec, JobSpec
     from sim_model import storage
     from sim_model.data.formats import import_dataset, open_dataset
     from sim_model.data.formats.lerobot_writer import export_lerobot
     from workers import parts
-    from workers.writer import write_episode
+    from workers.writer import episode_record
 
     out = storage.join(base, f"job{n}")
     spec = features(size)
@@ -137,19 +138,15 @@ def measure(n: int, steps: int, size: int, lerobot: bool, group: int, root: Path
               for a in range(0, n, group)]
     write_s = part_s = 0.0
     records = {}
-    stores_files = stores_bytes = 0
     for specs in groups:
         started = time.perf_counter()
         episodes = [episode(e.index, steps, size, "bench") for e in specs]
-        rows = [write_episode(out, ep, e.index, spec) for ep, e in zip(episodes, specs, strict=True)]
+        shard = storage.join(out, "dataset", "shards", f"{specs[0].index:08d}.zarr")
+        rows = [episode_record(ep, e.index, shard) for ep, e in zip(episodes, specs, strict=True)]
         write_s += time.perf_counter() - started
         records.update({r.episode_id: r for r in rows})
-        for r in rows:  # what the old layout kept for good: the episode's own store
-            files, size_bytes = census(storage.join(out, "episodes", r.uri.rstrip("/").rsplit("/", 1)[-1]))
-            stores_files, stores_bytes = stores_files + files, stores_bytes + size_bytes
         started = time.perf_counter()
         parts.write_part(out, job, specs[0].index, episodes, rows, spec)
-        parts.release_stores(out, job, rows)
         part_s += time.perf_counter() - started
     started = time.perf_counter()
     found = parts.read_parts(out)
@@ -162,6 +159,10 @@ def measure(n: int, steps: int, size: int, lerobot: bool, group: int, root: Path
         assemble_lerobot(job, groups, records, found=found)
         lerobot_s = time.perf_counter() - started
     files, size_bytes = census(out)
+    started = time.perf_counter()  # what a resume does first: find the commits, check their files
+    resumed = parts.read_parts(out)
+    assert len(parts.committed(resumed)) == n and verify.inspect(out, resumed) == []
+    resume_s = time.perf_counter() - started
     costs = verify_costs(out, dataset, root, n) if check else {}
     sharded = open_dataset(dataset)
     assert len(sharded) == n and sharded.n_frames == n * steps, (len(sharded), sharded.n_frames)
@@ -181,8 +182,7 @@ def measure(n: int, steps: int, size: int, lerobot: bool, group: int, root: Path
     storage.remove_tree(out)
     return {"episodes": n, "frames": n * steps, "write_s": write_s, "part_s": part_s,
             "index_s": index_s, "lerobot_s": lerobot_s, "one_s": one_s, "export_s": export_s,
-            "files": files, "mb": size_bytes / 1e6, "stores_files": stores_files,
-            "stores_mb": stores_bytes / 1e6,
+            "files": files, "mb": size_bytes / 1e6, "resume_s": resume_s,
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **costs}
 
 
@@ -318,14 +318,14 @@ def main() -> None:
           f"groups of {args.group}, output on {where}, one process, load average {load[0]:.1f} at the end\n")
     print("| episodes | frames | replicas' episode writes s | replicas' parts s | new: index s | index ms/ep "
           "| new: LeRobot assembly s | LeRobot ms/ep | old: one store s | one store ms/ep | old: LeRobot export s "
-          "| export ms/ep | files | MB | released stores: files | MB | driver peak RSS MB |")
+          "| export ms/ep | files | files/ep | MB | resume: find commits s | driver peak RSS MB |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         per = 1000 / r["episodes"]
         print(f"| {r['episodes']} | {r['frames']} | {r['write_s']:.1f} | {r['part_s']:.1f} | "
               f"{r['index_s']:.2f} | {r['index_s'] * per:.2f} | {r['lerobot_s']:.2f} | {r['lerobot_s'] * per:.2f} | "
               f"{r['one_s']:.1f} | {r['one_s'] * per:.1f} | {r['export_s']:.1f} | {r['export_s'] * per:.1f} | "
-              f"{r['files']} | {r['mb']:.1f} | {r['stores_files']} | {r['stores_mb']:.1f} | {r['rss_mb']:.0f} |")
+              f"{r['files']} | {r['files'] / r['episodes']:.2f} | {r['mb']:.1f} | {r['resume_s']:.2f} | {r['rss_mb']:.0f} |")
 
     if args.verify:
         print("\n| episodes | resume check (files, sizes) s | ms/ep | `iws verify` (read back) s | ms/ep "

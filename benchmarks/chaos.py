@@ -9,7 +9,7 @@ median of the last few):
 
     replica        SIGKILL one replica actor process; Ray restarts it and the run goes on
     driver         SIGKILL the driver process; a new driver resumes the job
-    writer         SIGKILL the replicas while an episode is half-written (a staging copy exists)
+    writer         SIGKILL the replicas while a group's shard is half-written (a staging copy exists)
     s3             cut the connection to the S3 server under a job writing to s3:// (every open
                    socket reset, new ones refused for 0.5-4 s)
     second-driver  start a second driver on the same output while the first runs
@@ -19,14 +19,15 @@ joined to it with --address (a SIGKILL must hit a real driver process), and a re
 (SeaweedFS) behind a TCP proxy this script can cut. After the fault, drivers are run until one
 finishes (at most MAX_DRIVERS per trial), then the output is checked:
 
-    lost        reference episodes without a marker, or missing from the dataset (OUT/dataset:
-                its index and shards)
-    duplicated  markers beyond one per index, or an episode twice in the dataset
-    stale       a marker, dataset episode or manifest entry whose checksum is not the undisturbed
-                run's
-    leftovers   data no marker names (episode stores, uploads, staging copies), episode stores
-                left after their group's part was written, shards the index does not name, a
-                lease not released, a manifest not finished
+    lost        reference episodes no part record commits, or missing from the dataset
+                (OUT/dataset: its index and shards)
+    duplicated  an episode committed by more than one part record, or beyond one per index, or
+                twice in the dataset
+    stale       a committed record, dataset episode or manifest entry whose checksum is not the
+                undisturbed run's
+    leftovers   data no part record names (staging copies, shards the index does not name),
+                per-episode stores or markers (OUT/episodes/, OUT/commits/: none since group
+                commits), a lease not released, a manifest not finished
     hung        a driver that did not end within DRIVER_TIMEOUT_S
 
 The exit status is 1 when any trial broke an invariant (the log of its drivers is printed).
@@ -232,8 +233,9 @@ def sleep_while(driver: subprocess.Popen, seconds: float) -> bool:
 
 
 def staging_copies(out: str) -> list[Path]:
-    episodes = Path(out) / "episodes"
-    return [p for p in episodes.glob(".*.tmp")] if episodes.is_dir() else []
+    """A group's shard being built (local outputs: a hidden sibling, renamed into place)."""
+    shards = Path(out) / "dataset" / "shards"
+    return [p for p in shards.glob(".*.tmp")] if shards.is_dir() else []
 
 
 # --- one trial ---------------------------------------------------------------------------------
@@ -340,29 +342,36 @@ def check(out: str, reference: dict[str, str], trial: Trial) -> None:
     from sim_model import storage
     from sim_model.data.shards import SHARDS_DIR, ShardedDataset, read_index, shard_name
     from workers.lease import lease_uri
-    from workers.writer import COMMITS_DIR, EPISODES_DIR, committed_records
+    from workers.parts import PARTS_DIR, read_parts, records_of
+    from workers.writer import COMMITS_DIR, EPISODES_DIR
 
     def problem(field_name: str, text: str, count: int = 1) -> None:
         setattr(trial, field_name, getattr(trial, field_name) + count)
         trial.problems.append(f"{field_name}: {text}")
 
-    records = committed_records(out)
+    found = read_parts(out)
+    listed = [r for part in found.values() for r in records_of(part).values()]
+    records = {r.episode_id: r for r in listed}
+    for episode_id, count in Counter(r.episode_id for r in listed).items():
+        if count > 1:
+            problem("duplicated", f"{episode_id} committed by {count} part records", count - 1)
     for episode_id in reference.keys() - records.keys():
-        problem("lost", f"no marker for {episode_id}")
+        problem("lost", f"no part record commits {episode_id}")
     for index, count in Counter(r.index for r in records.values()).items():
         if count > 1:
-            problem("duplicated", f"{count} markers for index {index}", count - 1)
+            problem("duplicated", f"{count} committed episodes for index {index}", count - 1)
     for episode_id in records.keys() - reference.keys():
-        problem("duplicated", f"marker for an unknown episode {episode_id}")
+        problem("duplicated", f"an unknown episode {episode_id} is committed")
     for episode_id, record in records.items():
         if episode_id in reference and record.checksum != reference[episode_id]:
-            problem("stale", f"marker of {episode_id} has another checksum")
-    # Once a group's part is written its episodes' own stores are released: none may be left.
-    for extra in storage.list_names(storage.join(out, EPISODES_DIR)):
-        problem("leftovers", f"episodes/{extra} is still there after the job finished")
-    for extra in storage.list_names(storage.join(out, COMMITS_DIR)):
-        if not extra.endswith(".json") or extra.startswith("."):
-            problem("leftovers", f"commits/{extra}")
+            problem("stale", f"the committed record of {episode_id} has another checksum")
+    # A group's part is its commit: nothing is stored per episode.
+    for name in (EPISODES_DIR, COMMITS_DIR):
+        if storage.exists(storage.join(out, name)):
+            problem("leftovers", f"{name}/ exists")
+    for sub in (PARTS_DIR, storage.join("dataset", SHARDS_DIR)):
+        if not storage.on_s3(out) and list(Path(storage.join(out, sub)).glob(".*.tmp")):
+            problem("leftovers", f"staging copies in {sub}/")
     if storage.exists(lease_uri(out)):
         problem("leftovers", "the lease was not released")
     try:
@@ -429,7 +438,7 @@ def soak_setup(work: Path) -> Iterator[Soak]:
 def reference_runs(soak: Soak) -> None:
     """Undisturbed runs on both backends: the checksums every trial must reproduce, and the
     wall time over which fault moments are drawn."""
-    from workers.writer import committed_records
+    from workers.parts import committed_records
 
     for backend in ("local", "s3"):
         out = soak.output(backend, f"reference-{backend}")
@@ -486,11 +495,11 @@ def table(trials: list[Trial], soak: Soak, elapsed_s: float, command: str) -> st
         "found it finished and check a plain resume.", "",
         *rows, "",
         f"Second drivers: {dict(outcomes)}. Writer kills: {dict(writers)}.", "",
-        "Checked after every trial: one marker per index and no other, every episode once in the "
-        "dataset (its index over the shards), the checksums of the undisturbed run in markers, the "
-        "dataset and manifest.json, nothing left under episodes/ (released once a group's part is "
-        "written), no shard the index does not name, no staging leftovers, the lease released, "
-        "the manifest finished.",
+        "Checked after every trial: each episode committed once (by one part record), one per index "
+        "and no other, every episode once in the dataset (its index over the shards), the checksums "
+        "of the undisturbed run in the part records, the dataset and manifest.json, no per-episode "
+        "stores or markers (episodes/, commits/), no shard the index does not name, no staging "
+        "leftovers, the lease released, the manifest finished.",
     ]
     broken = [t for t in trials if t.broken]
     if broken:

@@ -45,7 +45,8 @@ class EpisodeRecord(BaseModel):
 
     episode_id: str = Field(description="Id of the episode.")
     index: int = Field(ge=0, description="Index of the episode in its job.")
-    uri: str = Field(description="Where the episode's data lives (local path or s3:// URI).")
+    uri: str = Field(description="The shard of its group's part, where its data lives if the filter "
+                     "kept it (local path or s3:// URI; earlier iws versions: the episode's own store).")
     length: int = Field(ge=1, description="Number of steps.")
     checksum: str = Field(description="sha256 over the episode's arrays, in key order.")
     seed: int = Field(description="Seed it was generated with.")

@@ -71,7 +71,7 @@ def validate(model: type[M], data: Any, source: str = "input") -> M:
 
 
 def parse_record(model: type[M], text: str, source: str, fix: str) -> M:
-    """`text`, read from a file iws wrote (`source`: a commit marker, a part record), as `model`.
+    """`text`, read from a file iws wrote (`source`: a part record, a lease), as `model`.
     SpecError naming the file, what is wrong with it and `fix` when it is empty, not JSON or not
     a `model` (a disk that filled up, a hand edit, a file copied in from elsewhere)."""
     try:

@@ -125,18 +125,27 @@ class OutputSpec(BaseModel):
     formats: list[Literal["zarr", "lerobot"]] = Field(
         default_factory=lambda: ["zarr"], min_length=1,  # type: ignore[arg-type]
         description="Datasets to produce: 'zarr' -> dataset/ (one Diffusion-Policy-layout shard per group "
-        "and a Parquet index; `iws export zarr-dp` makes one store of it), 'lerobot' -> lerobot/ (LeRobot "
+        "and a Parquet index; `iws export zarr-dp` makes one DP store of it), 'lerobot' -> lerobot/ (LeRobot "
         "v3.0). Each group is written by its replica as one part of each, the driver assembles their "
         "metadata (workers/parts.py); 'lerobot' implies 'zarr'.")
     keep_episode_stores: bool = Field(
-        default=False, description="Keep each episode's own store under episodes/ after its group's "
-        "part of the datasets is written (for debugging: it stores every episode twice). By default "
-        "an episode's data lives only in the datasets once its part is written; episodes the filter "
-        "leaves out are then kept only as their commit records (score, success, checksum).")
+        default=False, description="Removed: since a group's part is its commit, each episode is "
+        "stored once, in its group's shard, and never in a store of its own. Only false is accepted "
+        "(specs that spell it out keep validating); episodes the filter leaves out are kept as their "
+        "records in the part (score, success, checksum).")
     lerobot_camera_keys: dict[str, str] = Field(
         default_factory=dict, description="LeRobot key of a camera in lerobot/ where not "
         "'observation.images.<camera>', e.g. {top: observation.image}, the camera key of "
         "lerobot-eval --env.type=pusht (as `iws export lerobot --camera-key`; docs/lerobot.md).")
+
+    @field_validator("keep_episode_stores")
+    @classmethod
+    def _no_episode_stores(cls, value: bool) -> bool:
+        if value:
+            raise ValueError("keep_episode_stores was removed: each episode is now stored once, in its "
+                             "group's shard of dataset/ (read one with sim_model.data.formats.open_dataset"
+                             "(OUT/dataset), or `iws export zarr-dp` for one store). Delete the field.")
+        return value
 
     @field_validator("lerobot_camera_keys")
     @classmethod

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.episode import EpisodeRecord
+
 
 class RunManifest(BaseModel):
     """Summary of a generation job: job-level facts only, the same size at any episode count
@@ -15,8 +17,8 @@ class RunManifest(BaseModel):
     spec_hash: str = Field(description="sha256 of the validated job spec (canonical JSON).")
     model_hash: str | None = Field(default=None, description="Hash of the world-model checkpoint.")
     episodes_requested: int = Field(ge=0, description="Episodes the spec asks for.")
-    episodes_committed: int = Field(default=0, ge=0, description="Episodes committed (one commit marker "
-                                    "each under OUT/commits/).")
+    episodes_committed: int = Field(default=0, ge=0, description="Episodes committed (their records are "
+                                    "in their groups' part records under OUT/parts/).")
     episodes_in_datasets: int | None = Field(default=None, ge=0, description="Episodes the datasets hold "
                                              "(the filter's), once they are assembled.")
     started: str = Field(description="ISO-8601 UTC start time of this run.")
@@ -49,10 +51,11 @@ class ExportRecord(BaseModel):
 
 
 class PartRecord(BaseModel):
-    """The commit marker of one part of a job's datasets (OUT/parts/<key>.json), written after
-    the part's files: the kept episodes of one group, in order, with the checksums of the
-    committed episodes they were made from. A part whose marker disagrees with the committed
-    episodes, the job's formats or its camera keys is made again."""
+    """The commit of one group of a job's episodes and of its part of the datasets
+    (OUT/parts/<key>.json), created once (conditionally) after the part's files are written: the
+    records of every episode of the group, and the kept ones, in order, with their checksums. A
+    part whose record disagrees with the job's formats or camera keys is made again from its
+    shard; one whose shard is damaged is withdrawn and its group rolled again."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -68,6 +71,9 @@ class PartRecord(BaseModel):
                                         description="Cameras written under other keys (output.lerobot_camera_keys).")
     made: str | None = Field(default=None, description="A fresh id each time the part is written, so "
                              "that whatever was assembled from an earlier write of it is made again.")
+    records: list[EpisodeRecord] | None = Field(default=None, description="The record of every episode of "
+                                                "the group, in index order: their commit. None in records of "
+                                                "iws versions before group commits (their groups are made again).")
     files: dict[str, int] | None = Field(default=None, description="Size in bytes of each file the part "
                                          "wrote that stays as written (its shard's, its LeRobot videos and "
                                          "metadata), by path relative to the job's output; None in records "

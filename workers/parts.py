@@ -1,23 +1,30 @@
-"""The job's datasets, written in parts by the replicas: one part per group of episodes.
+"""The job's commit unit and its datasets: one part per group of episodes.
 
-Once a group's episodes are committed, the replica that rolled them writes the group's kept
-episodes (the filter's) at their place in each final dataset:
+Once a group is rolled, the replica that rolled it writes the group's kept episodes (the
+filter's) at their place in each final dataset, then commits the group:
 
-    OUT/dataset/shards/<key:08d>.zarr              its shard of the Zarr dataset (an EpisodeStore,
-                                                   Diffusion-Policy layout; sim_model/data/shards.py)
+    OUT/dataset/shards/<key:08d>.zarr              its shard of the Zarr dataset (a packed
+                                                   EpisodeStore, 13 objects; sim_model/data/shards.py)
     OUT/lerobot/data/..., OUT/lerobot/videos/...   with LeRobot output: its data file and videos
                                                    (sim_model/data/formats/lerobot_parts.py)
     OUT/parts/<key:08d>/                           the LeRobot part's own metadata, for assembly
-    OUT/parts/<key:08d>.json                       its PartRecord, written last
+    OUT/parts/<key:08d>.json                       its PartRecord, created last and only if absent
+                                                   (a conditional create): the group's commit
 
-The key is the index of the group's first episode, so parts sort in episode order. A part is
-current when its record lists exactly the group's kept committed episodes, with their checksums,
-in the job's formats under its camera keys; otherwise the replica makes it again from the
-committed episodes (read back from their stores; nothing is rolled again). Two writers of one
-part write the same episodes, so whichever files and record land last are equally right; the
-record is written after the files. The driver assembles the parts at the end of the job
-(pipeline/generate/consolidate.py): an index for the Zarr dataset, metadata for LeRobot; no
-frame is read or copied.
+The key is the index of the group's first episode, so parts sort in episode order. The part
+record carries the record of every episode of the group (kept or left out), so committing a
+group is one conditional create and a resume lists one object per group, not one per episode.
+When two writers race for one group, exactly one create wins; the loser checks that the
+winner's checksums are its own (a retried group replays the same batch, byte for byte, so its
+files are the winner's too) or raises CommitConflict.
+
+A part is current when its record lists exactly the group's kept committed episodes, with their
+checksums, in the job's formats under its camera keys; a committed part that is not (other
+formats or camera keys; LeRobot files found damaged) is made again from its shard, nothing
+rolled, and its record replaced. A group that grew (a job resumed with more episodes) is rolled
+again; its committed episodes keep their records and data. The driver assembles the parts at
+the end of the job (pipeline/generate/consolidate.py): an index for the Zarr dataset, metadata
+for LeRobot; no frame is read or copied.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from sim_model import storage
 from sim_model.data.episode import Episode
 from sim_model.data.shards import SHARDS_DIR, shard_name, shard_uri, write_shard
 from workers.scoring import is_kept
-from workers.writer import removable_store, stored_uri
+from workers.writer import CommitConflict
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +59,10 @@ def part_key(group: Sequence[EpisodeSpec]) -> int:
 
 def parts_root(out: str) -> str:
     return storage.join(out, PARTS_DIR)
+
+
+def dataset_root(out: str) -> str:
+    return storage.join(out, DATASET_DIR)
 
 
 def shard_relative(key: int) -> str:
@@ -86,15 +97,34 @@ def read_parts_of(out: str, key: int) -> PartRecord | None:
 
 
 def parse_part(uri: str, text: str) -> PartRecord:
-    """The part record in the file `uri`; SpecError, naming it, if it is empty, not a record, or
-    the record of another part than its name says (the key places the part in the datasets)."""
-    fix = ("Delete it: the group's part is made again from its committed episodes (those whose own "
-           "stores were released with the part are made again too), then rerun.")
+    """The part record in the file `uri`; SpecError, naming it, if it is empty, not a record, the
+    record of another part than its name says (the key places the part in the datasets), commits
+    episodes of another group (an index below its key, or twice), or lists a file outside the
+    output's datasets (a resume checks every file a record lists)."""
+    fix = ("Delete it: the group is made again (same seeds, same bytes), then rerun.")
     part = parse_record(PartRecord, text, f"the part record {uri}", fix)
     if uri.rsplit("/", 1)[-1] != f"{part.key:08d}.json":
         raise SpecError(f"the part record {uri} holds the record of part {part.key}; it is damaged, or not "
                         f"a file iws wrote. {fix}")
+    records = part.records or []
+    if any(r.index < part.key for r in records) or len({r.episode_id for r in records}) != len(records):
+        first = min(r.index for r in records)
+        raise SpecError(f"the part record {uri} commits episode {first} (or one episode twice), which is "
+                        f"not in the group starting at episode {part.key}; it is damaged, or not a file iws "
+                        f"wrote. {fix}")
+    outside = [p for p in part.files or {} if not _inside_datasets(p)]
+    if outside:
+        raise SpecError(f"the part record {uri} lists {outside[0]!r}, which is not a file of the output's "
+                        f"{DATASET_DIR}/, {LEROBOT_DIR}/ or {PARTS_DIR}/; it is damaged, or not a file iws "
+                        f"wrote. Nothing it names was touched. {fix}")
     return part
+
+
+def _inside_datasets(path: str) -> bool:
+    """Whether `path`, relative to the output, names a place under its datasets or parts."""
+    pieces = path.split("/")
+    return (pieces[0] in (DATASET_DIR, LEROBOT_DIR, PARTS_DIR) and len(pieces) > 1
+            and all(p not in ("", ".", "..") for p in pieces) and "\\" not in path)
 
 
 def kept(job: JobSpec, records: Sequence[EpisodeRecord]) -> list[EpisodeRecord]:
@@ -110,11 +140,31 @@ def is_current(part: PartRecord | None, job: JobSpec, records: Sequence[EpisodeR
             and part.episodes == [(r.episode_id, r.checksum) for r in kept(job, records)])
 
 
+def records_of(part: PartRecord | None) -> dict[str, EpisodeRecord]:
+    """The episodes `part` commits, by id ({} for none, or a record of an iws version before
+    group commits)."""
+    return {} if part is None or part.records is None else {r.episode_id: r for r in part.records}
+
+
+def committed(found: dict[int, PartRecord]) -> dict[str, EpisodeRecord]:
+    """Every committed episode of the part records `found`, by id."""
+    return {k: r for part in found.values() for k, r in records_of(part).items()}
+
+
+def committed_records(out: str) -> dict[str, EpisodeRecord]:
+    """Every committed episode of the output `out`, by id (one listing of its part records)."""
+    return committed(read_parts(out))
+
+
 def write_part(out: str, job: JobSpec, key: int, episodes: Sequence[Episode | None],
-               records: Sequence[EpisodeRecord], features: FeatureSpec) -> PartRecord:
-    """Make part `key` from the group's committed `records` and their `episodes` (same order; an
-    episode the filter leaves out may be None), then write its record. SpecError if a kept
-    episode is missing or not what its record says."""
+               records: Sequence[EpisodeRecord], features: FeatureSpec, *,
+               previous: PartRecord | None = None) -> PartRecord:
+    """Make part `key` from the group's `records` and their `episodes` (same order; an episode
+    the filter leaves out may be None), then commit it: its record is created if the group had
+    none (`previous` None), else it replaces `previous` (the group grew, or the part is made
+    again). Returns the record that stands: ours, or a racing writer's with the same checksums.
+    SpecError if a kept episode is missing or not what its record says; CommitConflict if
+    another writer committed the group with other data."""
     chosen = {r.episode_id for r in kept(job, records)}
     pairs = sorted(((r, e) for r, e in zip(records, episodes, strict=True) if r.episode_id in chosen),
                    key=lambda pair: pair[0].index)
@@ -140,66 +190,63 @@ def write_part(out: str, job: JobSpec, key: int, episodes: Sequence[Episode | No
     part = PartRecord(key=key, episodes=[(r.episode_id, r.checksum) for r, _ in pairs],
                       rejected=[(r.episode_id, r.checksum) for r in left_out],
                       frames=sum(len(e) for e in chosen_episodes), formats=formats,
-                      camera_keys=job.output.lerobot_camera_keys, made=uuid.uuid4().hex, files=files)
-    storage.write_atomic(marker_uri(out, key), part.model_dump_json(indent=1))
+                      camera_keys=job.output.lerobot_camera_keys, made=uuid.uuid4().hex,
+                      records=sorted(records, key=lambda r: r.index), files=files)
+    text = part.model_dump_json(indent=1)
+    if previous is not None:
+        storage.write_atomic(marker_uri(out, key), text)
+    elif not storage.write_new(marker_uri(out, key), text):
+        return _race_lost(out, key, part)
     log.debug("part %d (%s): %d episodes, %d frames", key, "+".join(formats), len(pairs), part.frames)
     return part
 
 
-def release_stores(out: str, job: JobSpec, records: Sequence[EpisodeRecord]) -> None:
-    """Delete the episodes' own stores once their group's part is written: from then on the
-    datasets hold their data (unless output.keep_episode_stores)."""
-    if job.output.keep_episode_stores:
-        return
-    stores = [removable_store(out, record) for record in records]
-    for uri in stores:
-        storage.remove_tree(uri)
-
-
-def held_by_parts(found: dict[int, PartRecord]) -> set[tuple[str, str]]:
-    """(episode id, checksum) of every committed episode whose data a part holds (`found`: part
-    records whose shards are sound, pipeline/generate/verify.py): its kept episodes, and the
-    episodes it records as left out (they need no data). A resume keeps their commit markers
-    although their own stores are gone."""
-    held: set[tuple[str, str]] = set()
-    for part in found.values():
-        held.update(part.rejected)
-        held.update(part.episodes)
-    return held
+def _race_lost(out: str, key: int, ours: PartRecord) -> PartRecord:
+    """The record another writer created for group `key` first, if it commits the same episodes
+    with the same checksums (then its files are ours, byte for byte); CommitConflict otherwise."""
+    winner = read_parts_of(out, key)
+    mine = {(r.episode_id, r.checksum) for r in ours.records or ()}
+    theirs = {(r.episode_id, r.checksum) for r in (winner.records or ()) if winner is not None}
+    if winner is None or mine != theirs:
+        raise CommitConflict(
+            f"group {key} was committed by another writer with other episodes or data than this one "
+            f"made ({marker_uri(out, key)}). The first commit stands; two runs made different frames for "
+            "one group, so check that they use the same spec, checkpoint and iws version, or delete that "
+            "part record and rerun to make the group again.")
+    log.info("group %d was committed by another writer first (same checksums); keeping its record", key)
+    return winner
 
 
 def read_committed(out: str, record: EpisodeRecord, part: PartRecord | None) -> Episode | str:
-    """A committed episode from its own store or, where that is gone, from the shard of its
-    group's `part` (when that part lists it with the same checksum); else why it cannot be had."""
+    """A committed episode from the shard of its group's `part` (which must list it with the
+    same checksum); else why it cannot be had."""
     from sim_model.data.store import EpisodeStore
 
-    uri, row = stored_uri(out, record), 0
     pair = (record.episode_id, record.checksum)
-    if part is not None and pair in part.episodes and not storage.exists(uri):
-        uri, row = shard_uri(storage.join(out, DATASET_DIR), part.key), part.episodes.index(pair)
+    if part is None or pair not in part.episodes:
+        return f"its group's part does not hold it with checksum {record.checksum[:12]}"
+    uri, row = shard_uri(storage.join(out, DATASET_DIR), part.key), part.episodes.index(pair)
     try:
         episode = EpisodeStore.open(uri, "r").episode(row)
     except (SpecError, IndexError) as error:
         storage.exists(uri)  # raises if the storage itself is unreachable: not the episode's fault
         return f"its data at {uri} cannot be read ({error})"
     if episode.checksum() != record.checksum:
-        return f"its data at {uri} does not match the checksum in its commit marker"
+        return f"its data at {uri} does not match the checksum it was committed with"
     return episode
 
 
 def stored_episodes(out: str, job: JobSpec, records: Sequence[EpisodeRecord],
                     part: PartRecord | None = None) -> list[Episode | None] | None:
     """The group's kept committed episodes, in the order of `records` (None for those the filter
-    leaves out), read back by `read_committed`. None (logged) if one cannot be had: such an
-    episode is the driver's to withdraw (`consolidate.damaged_episodes`) and to have made
-    again, with its part."""
+    leaves out), read back from `part`'s shard by `read_committed`. None (logged) if one cannot
+    be had: the group is then rolled again (workers/replica.py)."""
     chosen = {r.episode_id for r in kept(job, records)}
     episodes: list[Episode | None] = []
     for record in records:
         found = read_committed(out, record, part) if record.episode_id in chosen else None
         if isinstance(found, str):
-            log.warning("episode %s: %s; its group's part waits until it is made again",
-                        record.episode_id, found)
+            log.warning("episode %s: %s; its group is made again", record.episode_id, found)
             return None
         episodes.append(found)
     return episodes

@@ -8,14 +8,18 @@ loads and rolls without a Ray runtime, as that in-process replica does. One call
 *group*: the JSON list of EpisodeSpecs that always roll together, so a retried group replays
 exactly the same batch and writes byte-identical episodes.
 
-A Ray replica writes each group's part of the datasets *behind* its rolling (`write_behind`): the
-call returns once the group's episodes are committed, and the part is written on a thread of the
-replica while the next group rolls. At most one part is in flight; the next group's part, and
-`flush` (which the driver calls before it assembles the datasets), wait for it.
+A group is committed by its part (workers/parts.py): its files, then one conditional create of
+its record. A Ray replica writes each group's part *behind* its rolling (`write_behind`): the
+call returns the group's records once it is rolled, and the part (the commit) is written on a
+thread of the replica while the next group rolls. At most one part is in flight; the next
+group's part, and `flush` (which the driver calls before it assembles the datasets), wait for
+it. A part cut short (the replica killed) leaves its group uncommitted: the driver, which reads
+the commits back from storage after each pass, has it rolled again.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
@@ -24,13 +28,21 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from schemas import EpisodeMeta, EpisodeRecord, EpisodeSpec, JobSpec, SpecError
+from schemas import EpisodeMeta, EpisodeRecord, EpisodeSpec, JobSpec, PartRecord, SpecError
 from sim_model.data.episode import Episode
+from sim_model.data.shards import shard_uri
 from workers import parts
 from workers.actions import GroupActions, make_action_source
 from workers.closed_loop import ClosedLoopRollout, roll_closed_loop
-from workers.scoring import PlausibilityCheck, Scorer, check_episode, import_scorer, score_episode
-from workers.writer import episode_features, read_commit, write_episode
+from workers.scoring import (
+    PlausibilityCheck,
+    Scorer,
+    check_episode,
+    import_scorer,
+    is_kept,
+    score_episode,
+)
+from workers.writer import episode_features, episode_record
 
 if TYPE_CHECKING:
     from sim_model.world_model import WorldModel
@@ -59,6 +71,7 @@ class WorldModelReplica:
         # write_behind: each group's part is written on a thread while the next group rolls.
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="iws-part") if write_behind else None
         self._writing: Future[None] | None = None  # the part in flight
+        self._committed: collections.deque[EpisodeRecord] = collections.deque()  # not yet reported
         # A user error (bad checkpoint, policy, scorer) is reported as a value, not raised: Ray
         # wraps exceptions in its own types and keeps only their text.
         self.error = ""
@@ -104,89 +117,99 @@ class WorldModelReplica:
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
     def roll_json(self, group: str) -> tuple[list[str], str]:
-        """Group JSON (a list of EpisodeSpecs) -> (EpisodeRecord JSONs, ""); on a user error
-        ([], the message)."""
+        """Group JSON (a list of EpisodeSpecs) -> (the EpisodeRecord JSONs of every episode
+        committed since the last call, ""): with write_behind, the group before this one's, whose
+        part this call waited for; else this group's. On a user error ([], the message)."""
         try:
             if self.error:
                 raise SpecError(self.error)
             specs = [EpisodeSpec.model_validate(item) for item in json.loads(group)]
-            return [r.model_dump_json() for r in self.roll_group(specs)], ""
+            self.roll_group(specs)
+            return self._drain(), ""
         except SpecError as error:
             return [], str(error)
 
-    def flush(self) -> str:
-        """Wait for the part in flight; "" once it is written, else the user error that stopped
-        it (other errors are raised, as from `roll_json`)."""
+    def flush(self) -> tuple[list[str], str]:
+        """Wait for the part in flight: (the records it committed, as from `roll_json`, ""),
+        or ([], the user error that stopped it; other errors are raised)."""
         try:
             self._wait_for_part()
-            return ""
+            return self._drain(), ""
         except SpecError as error:
-            return str(error)
+            return [], str(error)
+
+    def _drain(self) -> list[str]:
+        records = []
+        while self._committed:
+            records.append(self._committed.popleft().model_dump_json())
+        return records
 
     def _wait_for_part(self) -> None:
         writing, self._writing = self._writing, None
         if writing is not None:
-            writing.result()
+            writing.result()  # the part record, or the writer's error
 
     def roll_group(self, specs: list[EpisodeSpec]) -> list[EpisodeRecord]:
-        """Roll a group in lockstep and commit every episode not committed yet, then write the
-        group's part of the datasets (workers/parts.py) unless it is current, and release the
-        episodes' own stores (with write_behind: on the writer thread, after this returns). A
-        group whose episodes are all committed is not rolled again: its part, if missing, is made
-        from the stored episodes."""
-        existing = [read_commit(self.out, s.episode_id) for s in specs]
-        if all(r is not None for r in existing):
-            records = [r for r in existing if r is not None]
-            self._part(specs, records, None)
-            return records
+        """Roll a group in lockstep and commit it with its part of the datasets (workers/parts.py;
+        with write_behind, on the writer thread after this returns). A committed group is not
+        rolled again: its part, if not current, is made again from its shard. Rows committed
+        before (a group that grew) keep their records and data."""
+        key = parts.part_key(specs)
+        previous = parts.read_parts_of(self.out, key)
+        committed = parts.records_of(previous)
+        if all(s.episode_id in committed for s in specs):
+            records = [committed[s.episode_id] for s in specs]
+            if parts.is_current(previous, self.job, records):
+                self._committed.extend(records)
+                return records
+            stored = parts.stored_episodes(self.out, self.job, records, previous)
+            if stored is not None:
+                self._part(key, records, stored, previous)
+                return records
+            committed = {}  # its shard is damaged: the group is made again
         start = time.perf_counter()
         policy = GroupActions(self.sources, self.wm.features.action_dim)
         rollout = roll_closed_loop(self.wm, policy, specs, who="action source", abandon=self.abandon)
+        shard = shard_uri(parts.dataset_root(self.out), key)
         records, episodes = [], []
         for row, spec in enumerate(specs):
-            record = existing[row]
-            # A committed row is rolled again only to keep the batch identical; it is stored
-            # already, and built here only for the group's part.
-            episode = self._episode(spec, row, rollout, policy.describe(row))
+            episode: Episode | None = self._episode(spec, row, rollout, policy.describe(row))
+            record = committed.get(spec.episode_id)
+            if record is not None and episode.checksum() != record.checksum:
+                # Committed in a smaller batch (the job grew): its data is the committed one.
+                kept = is_kept(self.job.filter, record.success, record.plausibility)
+                found = parts.read_committed(self.out, record, previous) if kept else None
+                if isinstance(found, str):
+                    log.warning("episode %s: %s; it is made again", record.episode_id, found)
+                    record = None
+                else:
+                    episode = found
             if record is None:
+                assert episode is not None
                 score, success = (None, None) if self.scorer is None else score_episode(self.scorer, episode)
                 checks = None if self.plausibility is None else check_episode(self.plausibility, episode)
-                record = write_episode(self.out, episode, spec.index, self.features, score=score,
-                                       success=success, checks=checks)
+                record = episode_record(episode, spec.index, shard, score=score, success=success, checks=checks)
             records.append(record)
             episodes.append(episode)
-        self._part(specs, records, episodes)
+        self._part(key, records, episodes, previous)
         log.debug("group %s..%s: %d episodes x %d steps in %.2fs", specs[0].episode_id,
                   specs[-1].episode_id, len(specs), specs[0].horizon, time.perf_counter() - start)
         return records
 
-    def _part(self, specs: list[EpisodeSpec], records: list[EpisodeRecord],
-              rolled: list[Episode] | None) -> None:
-        """Have the group's part written: now, or (write_behind) on the writer thread once the
-        part before it is written."""
+    def _part(self, key: int, records: list[EpisodeRecord], episodes: list[Episode | None],
+              previous: PartRecord | None) -> None:
+        """Have the group's part written and committed: now, or (write_behind) on the writer
+        thread once the part before it is written."""
         self._wait_for_part()
         if self._writer is None:
-            self._finish_part(specs, records, rolled)
+            self._commit(key, records, episodes, previous)
         else:
-            self._writing = self._writer.submit(self._finish_part, specs, records, rolled)
+            self._writing = self._writer.submit(self._commit, key, records, episodes, previous)
 
-    def _finish_part(self, specs: list[EpisodeSpec], records: list[EpisodeRecord],
-                     rolled: list[Episode] | None) -> None:
-        """Write the group's part unless it is current, from the `rolled` episodes if they are
-        what was committed, else from the stored ones; then release the episodes' own stores."""
-        part = parts.read_parts_of(self.out, parts.part_key(specs))
-        if not parts.is_current(part, self.job, records):
-            # A row committed earlier by another writer is what this roll made, byte for byte;
-            # if it is not, the part is made from what was committed.
-            built: list[Episode | None] | None
-            if rolled is not None and all(e.checksum() == r.checksum for e, r in zip(rolled, records, strict=True)):
-                built = list(rolled)
-            else:
-                built = parts.stored_episodes(self.out, self.job, records, part)
-            if built is None:  # a stored episode is damaged: the driver withdraws it
-                return
-            parts.write_part(self.out, self.job, parts.part_key(specs), built, records, self.features)
-        parts.release_stores(self.out, self.job, records)
+    def _commit(self, key: int, records: list[EpisodeRecord], episodes: list[Episode | None],
+                previous: PartRecord | None) -> None:
+        part = parts.write_part(self.out, self.job, key, episodes, records, self.features, previous=previous)
+        self._committed.extend(part.records or ())
 
     def _episode(self, spec: EpisodeSpec, row: int, rollout: ClosedLoopRollout, label: str) -> Episode:
         meta = EpisodeMeta(episode_id=spec.episode_id, length=spec.horizon, task=self.job.task,

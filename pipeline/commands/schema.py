@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("schema", help="print the JSON Schema of a spec")
     parser.add_argument("name", choices=sorted(MODELS),
                         help="which schema: job (`iws generate`'s spec), train (`iws train --config`), "
-                        "features, episode, record (a commit marker) or manifest")
+                        "features, episode, record (an episode's record, as a group's part record carries it) or manifest")
     parser.set_defaults(func=run)
 
 

@@ -10,10 +10,6 @@ small) and is the Zarr dataset's commit: shards it does not name are removed fir
 counts as finished only once its completion marker OUT/lerobot.done.json, written last, names
 the same digest of the kept episodes and of the part records it was assembled from; it lists the
 copy's files with their sizes, which every resume checks (pipeline/generate/verify.py).
-
-A part can be missing after a pass because its episodes' data cannot be read or does not match
-their commit markers (disk damage): `damaged_episodes` checks the episodes of such groups only,
-for the driver to withdraw their markers and make them again.
 """
 
 from __future__ import annotations
@@ -50,21 +46,6 @@ def sources_digest(records: Iterable[EpisodeRecord]) -> str:
     for record in records:
         digest.update(f"{record.episode_id}:{record.checksum}\n".encode())
     return digest.hexdigest()
-
-
-def damaged_episodes(spec: JobSpec, groups: list[list[EpisodeSpec]], records: dict[str, EpisodeRecord],
-                     found: dict[int, PartRecord]) -> list[tuple[EpisodeRecord, str]]:
-    """Every kept committed episode of `groups` whose data cannot be had (its own store, or the
-    shard of its group's earlier part) or does not match its checksum, with the reason. Reads
-    each episode: call it for the few groups whose part could not be made."""
-    damaged: list[tuple[EpisodeRecord, str]] = []
-    for group in groups:
-        committed = [records[e.episode_id] for e in group if e.episode_id in records]
-        for record in parts.kept(spec, committed):
-            why = parts.read_committed(spec.output.path, record, found.get(parts.part_key(group)))
-            if isinstance(why, str):
-                damaged.append((record, why))
-    return damaged
 
 
 class StaleParts(SpecError):

@@ -1,35 +1,29 @@
 """The generation driver: spec -> preflight -> lease -> pending groups on Ray -> commits -> datasets
 -> preview.gif and summary.md.
 
-Frames never pass through here: replicas write episodes straight to storage, then each group's
-part of the datasets (its Zarr shard, with LeRobot output its LeRobot part too; workers/parts.py),
-and send back small EpisodeRecords; the driver assembles the datasets from the parts' records
-(the Zarr dataset's index, LeRobot's metadata). The commit markers on storage, not the records,
-are the truth the driver checks at the end (exactly `episodes` committed, one per index).
+Frames never pass through here: replicas write each group's part of the datasets straight to
+storage (its Zarr shard, with LeRobot output its LeRobot part too) and commit the group with the
+part's record (workers/parts.py), and send back small EpisodeRecords for the progress bar; the
+driver assembles the datasets from the parts' records (the Zarr dataset's index, LeRobot's
+metadata). The part records on storage, not the records sent back, are the truth the driver
+reads after each pass and checks at the end (exactly `episodes` committed, one per index).
 
 The driver holds the output's lease (workers/lease.py) from before it touches the output until
 it is done, so no second run cleans up under it. A resume trusts a part only with the files its
-record lists (pipeline/generate/verify.py: the others are made again) and a marker only with its
-data: markers whose data is missing are withdrawn at start, episodes whose group's part could not
-be made because they fail their checksum are withdrawn after the pass, and both are made again
-in the same run.
+record lists (pipeline/generate/verify.py: a part whose shard fails is withdrawn and its group
+rolled again; one whose LeRobot files fail is made again from its shard), and a group whose part
+a pass did not commit (a replica killed while writing it) is rolled again by the next pass.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline.generate import outputs, verify
-from pipeline.generate.consolidate import (
-    StaleParts,
-    assemble_lerobot,
-    assemble_zarr,
-    check_parts,
-    damaged_episodes,
-)
+from pipeline.generate.consolidate import assemble_lerobot, assemble_zarr, check_parts
 from pipeline.generate.expand import job_groups
 from pipeline.generate.preflight import Plan, preflight
 from pipeline.generate.preview import write_preview
@@ -40,12 +34,11 @@ from sim_model.data.shards import index_uri
 from workers import parts
 from workers.lease import Lease, hold
 from workers.scoring import is_kept
-from workers.writer import committed_records, drop_commits_without_data, uncommit
 
 log = logging.getLogger(__name__)
 
 MANIFEST_EVERY_S = 5.0
-REPAIR_PASSES = 3  # generate + assemble passes; a pass after the first remakes damaged episodes
+REPAIR_PASSES = 3  # passes of rolling; a pass after the first makes what the one before left out
 
 
 @dataclass
@@ -116,11 +109,11 @@ class _JobRun:
         self.out = plan.spec.output.path
         self.digest, self.started = spec_hash(plan.spec), outputs.now()
         self.wanted = {e.episode_id for e in plan.episodes}
+        self.groups = job_groups(self.spec, self.plan.episodes)
         found = parts.read_parts(self.out)
         self.parts = verify.mark(self.out, found, verify.inspect(self.out, found, deep=deep), lease)
-        self.done = drop_commits_without_data(self.out, self._markers(), lease,
-                                              held=parts.held_by_parts(self.parts))
-        self.groups = job_groups(self.spec, self.plan.episodes)
+        self.done = self._commits()
+        self.reported: set[str] = set()  # episodes the replicas reported committed in this pass
         self.progress = Progress(total=self.spec.episodes, done=len(self.done), resumed=len(self.done))
         self.last_write = time.monotonic()
 
@@ -129,21 +122,18 @@ class _JobRun:
         self._notify()
         for _ in range(REPAIR_PASSES):
             self.generate(address)
+            if any(not self._finished(g) for g in self.groups):
+                continue  # a part was cut short (a replica killed while it wrote): roll it again
             records = _check_complete(self.plan, self.done)
             kept = [r for r in records if is_kept(self.spec.filter, r.success, r.plausibility)]
-            try:
-                return self.export(records, kept)
-            except StaleParts as error:  # the next pass has the replicas make them again
-                keys = set(error.keys)
-                stale = [g for g in self.groups if parts.part_key(g) in keys]
-                self.withdraw(damaged_episodes(self.spec, stale, self.done, self.parts))
-        raise SpecError(f"job {self.spec.name}: episodes or dataset parts were still damaged or missing "
-                        f"after {REPAIR_PASSES} passes of making them again; check the storage under "
+            return self.export(records, kept)
+        raise SpecError(f"job {self.spec.name}: groups of episodes were still uncommitted or their parts "
+                        f"damaged after {REPAIR_PASSES} passes of making them again; check the storage under "
                         f"{self.out} (disk errors, another program writing there?).")
 
     def generate(self, address: str | None) -> None:
-        """Roll every group with an uncommitted episode, have the part of every other group made
-        where it is missing, then clear what killed writers left."""
+        """Roll every group not committed, have the part of every committed one made again where
+        it is not current, then read the commits back and clear what killed writers left."""
         pending = [g for g in self.groups if not self._finished(g)]
         log.info("job %s: %d/%d episodes committed, %d groups to roll", self.spec.name, len(self.done),
                  self.spec.episodes, len(pending))
@@ -156,14 +146,16 @@ class _JobRun:
                     scorer=self.plan.scorer, plausibility=self.plan.plausibility)
         finally:
             if not self.lease.lost:  # what is committed stays; a rerun resumes from here
-                self.done.update(self._markers(known=self.done))
+                self.parts = parts.read_parts(self.out)
+                self.done = self._commits()
+                self.reported.clear()
+                self.progress.done = len(self.done)
                 self.write_manifest()
-            self.parts = parts.read_parts(self.out)
         # Left by replicas killed mid-write (now restarted) and by writers that lost a race.
-        outputs.remove_partial_writes(self.out, self.lease, self.done.values())
+        outputs.remove_partial_writes(self.out, self.lease)
 
     def _finished(self, group: list[EpisodeSpec]) -> bool:
-        """Every episode of the group committed, and its part current."""
+        """The group committed, and its part current."""
         if any(e.episode_id not in self.done for e in group):
             return False
         records = [self.done[e.episode_id] for e in group]
@@ -171,27 +163,21 @@ class _JobRun:
 
     def on_record(self, record: EpisodeRecord) -> None:
         self.lease.raise_if_lost()  # taken over: stop now rather than write beside the new owner
-        if record.episode_id not in self.done:
-            self.done[record.episode_id] = record
-            self.progress.done, self.progress.frames = len(self.done), self.progress.frames + record.length
+        if record.episode_id not in self.done and record.episode_id not in self.reported:
+            self.reported.add(record.episode_id)
+            self.progress.done = len(self.done) + len(self.reported)
+            self.progress.frames += record.length
         self._notify()
         if time.monotonic() - self.last_write > MANIFEST_EVERY_S:
             self.write_manifest()
             self.last_write = time.monotonic()
-
-    def withdraw(self, damaged: list[tuple[EpisodeRecord, str]]) -> None:
-        """Uncommit episodes whose data cannot be used; the next pass makes them again."""
-        uncommit(self.out, damaged, self.lease)
-        for record, _ in damaged:
-            self.done.pop(record.episode_id, None)
-        self.progress.done = len(self.done)
 
     def export(self, records: list[EpisodeRecord], kept: list[EpisodeRecord]) -> RunManifest:
         """Assemble the datasets from the parts (StaleParts if one is missing), then write the
         final manifest, the preview and the summary."""
         check_parts(self.spec, self.groups, self.done, self.parts)
         datasets = {"zarr": assemble_zarr(self.spec, self.groups, self.done, self.plan.features)}
-        outputs.release_leftover_stores(self.out, self.lease, self.spec.output.keep_episode_stores)
+        outputs.remove_legacy(self.out, self.lease)
         if "lerobot" in self.spec.output.formats and not kept:
             log.warning("no episode passed the filter; skipping the LeRobot export")
         elif "lerobot" in self.spec.output.formats:
@@ -213,9 +199,13 @@ class _JobRun:
         outputs.write_manifest(self.out, manifest)
         return manifest
 
-    def _markers(self, known: Container[str] = ()) -> dict[str, EpisodeRecord]:
-        """The job's commit markers on storage, reading only those not `known` (one listing)."""
-        return {k: r for k, r in committed_records(self.out, skip=known).items() if k in self.wanted}
+    def _commits(self) -> dict[str, EpisodeRecord]:
+        """The job's committed episodes: each group's, from its own part record (`self.parts`)."""
+        done: dict[str, EpisodeRecord] = {}
+        for group in self.groups:
+            committed = parts.records_of(self.parts.get(parts.part_key(group)))
+            done.update({e.episode_id: committed[e.episode_id] for e in group if e.episode_id in committed})
+        return done
 
     def _notify(self) -> None:
         if self.on_progress is not None:

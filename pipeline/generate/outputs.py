@@ -2,8 +2,8 @@
 
     OUT/lease.json      which run owns the output now, until when (workers.lease)
     OUT/job.json        the spec that owns this output (a rerun must make the same episodes)
-    OUT/episodes/, OUT/commits/   written by replicas (workers.writer); an episode's store is
-                        released once its group's part of the datasets is written
+    OUT/episodes/, OUT/commits/   per-episode stores and commit markers of iws versions before
+                        group commits; removed once a resume has made their groups again
     OUT/manifest.json   RunManifest (job-level facts and counts), rewritten atomically as the run
                         goes; per-episode records are in the dataset's index (OUT/dataset/index.parquet)
     OUT/dataset/        the Zarr dataset: shards/<key>.zarr written by the replicas, one per group
@@ -11,7 +11,8 @@
                         driver's assembly (sim_model/data/shards.py)
     OUT/lerobot/        the LeRobot dataset: data and videos written by the replicas in parts,
                         metadata by the driver's assembly
-    OUT/parts/          the parts' records and LeRobot part metadata (workers/parts.py)
+    OUT/parts/          the parts' records, each the commit of one group of episodes, and the
+                        LeRobot parts' metadata (workers/parts.py)
     OUT/lerobot.done.json   the LeRobot dataset's completion marker, written last
     OUT/preview.gif, OUT/summary.md   for a person, written when the run is finished
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from datetime import UTC, datetime
 
 from pipeline.generate.spec import RUN_ONLY_FIELDS, content_diff, content_hash
@@ -31,18 +32,18 @@ from sim_model import storage
 from sim_model.data.shards import SHARDS_DIR
 from workers.lease import LEASE_FILE, Lease
 from workers.parts import DATASET_DIR, LEROBOT_DIR, PARTS_DIR
-from workers.writer import COMMITS_DIR, EPISODES_DIR, remove_orphan_uploads
+from workers.writer import COMMITS_DIR, EPISODES_DIR
 
 log = logging.getLogger(__name__)
 
 JOB_FILE = "job.json"
 MANIFEST_FILE = "manifest.json"
-# Written by iws versions before the sharded dataset; still the job's to delete.
-_LEGACY_DIRS = ("dataset.zarr", "lerobot_parts")
+# Written by iws versions before the sharded dataset and before group commits; still the job's to delete.
+_LEGACY_DIRS = ("dataset.zarr", "lerobot_parts", EPISODES_DIR, COMMITS_DIR)
 LEROBOT_DONE = "lerobot.done.json"
 PREVIEW_FILE = "preview.gif"
 SUMMARY_FILE = "summary.md"
-_OWNED_DIRS = (EPISODES_DIR, COMMITS_DIR, DATASET_DIR, LEROBOT_DIR, PARTS_DIR, *_LEGACY_DIRS)
+_OWNED_DIRS = (DATASET_DIR, LEROBOT_DIR, PARTS_DIR, *_LEGACY_DIRS)
 _OWNED_FILES = (MANIFEST_FILE, PREVIEW_FILE, SUMMARY_FILE)  # and JOB_FILE, removed last
 
 
@@ -175,37 +176,28 @@ def _check_model(out: str, made_by: str | None, model_hash: str | None, model: s
                         "--overwrite to delete them and generate again.")
 
 
-def remove_partial_writes(out: str, lease: Lease, committed: Iterable[EpisodeRecord] | None = None) -> None:
-    """Delete what killed writers left behind: local staging copies, and with `committed` given,
-    s3:// episode uploads that no commit marker names. Only the lease holder may (checked
-    first), and only while none of its replicas runs: to anyone else, a live writer's work in
-    progress looks exactly like a dead writer's leftovers.
-
-    S3 orphans are removed only at the end of a run (the driver passes `committed`), never when
-    a run starts: a writer of an interrupted earlier run could still be finishing its upload."""
+def remove_partial_writes(out: str, lease: Lease) -> None:
+    """Delete the local staging copies killed writers left behind (s3:// has none: writers stage
+    on local disk; a shard no part record names is removed by the assembly). Only the lease
+    holder may (checked first), and only while none of its replicas runs: to anyone else, a
+    live writer's work in progress looks exactly like a dead writer's leftovers."""
     lease.verify()
-    for sub in (EPISODES_DIR, COMMITS_DIR, storage.join(DATASET_DIR, SHARDS_DIR)):
+    for sub in (PARTS_DIR, storage.join(DATASET_DIR, SHARDS_DIR)):
         removed = storage.remove_stale_staging(storage.join(out, sub))
         if removed:
             log.info("removed %d partial writes of interrupted writers in %s/", removed, sub)
-    if committed is not None:
-        remove_orphan_uploads(out, committed, lease)
 
 
-def release_leftover_stores(out: str, lease: Lease, keep: bool) -> int:
-    """Once every part is written: delete the episode stores still under episodes/ (writers
-    killed between their part and its release; unless `keep`, output.keep_episode_stores), so
-    that each episode is stored once, in the datasets. One listing; returns how many."""
-    if keep:
-        return 0
+def remove_legacy(out: str, lease: Lease) -> None:
+    """Once every group is committed by its part: delete what iws versions before group commits
+    wrote per episode (OUT/episodes/, OUT/commits/), whose groups this run has made again."""
     lease.verify()
-    root = storage.join(out, EPISODES_DIR)
-    names = storage.list_names(root)
-    for name in names:
-        storage.remove_tree(storage.join(root, name))
-    if names:
-        log.info("released %d episode stores left by interrupted writers", len(names))
-    return len(names)
+    for name in (EPISODES_DIR, COMMITS_DIR):
+        uri = storage.join(out, name)
+        if storage.exists(uri):
+            storage.remove_tree(uri)
+            log.info("removed %s/ (per-episode %s of an earlier iws version)", name,
+                     "stores" if name == EPISODES_DIR else "commit markers")
 
 
 def write_manifest(out: str, manifest: RunManifest) -> None:

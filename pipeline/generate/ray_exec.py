@@ -7,7 +7,7 @@ the first three (`max_restarts=-1, max_task_retries=-1`: Ray restarts the actor 
 call); the last is the ~20-line loop below. The records are a few hundred bytes, so Ray Data's
 streaming and backpressure buy nothing, while its executor cost seconds of start-up per job and
 passes its own actor-constructor arguments through the object store, which Ray 2.60 reports as
-an error line on every run (ray-project/ray#57733). Resume rests on our commit markers anyway
+an error line on every run (ray-project/ray#57733). Resume rests on our commits (part records) anyway
 (idempotent writes, committed groups filtered out before anything is submitted).
 
 While an embedded Ray starts (6-14 s on a small machine) the driver, which loaded the model in
@@ -106,6 +106,7 @@ def _group_json(group: list[EpisodeSpec]) -> str:
 
 
 def _deliver(result: tuple[list[str], str], on_record: Callable[[EpisodeRecord], None]) -> None:
+    """Hand `on_record` the episodes a replica reports committed; SpecError for its user error."""
     records, error = result
     if error:
         raise SpecError(f"a replica reported: {error}")
@@ -116,7 +117,8 @@ def _deliver(result: tuple[list[str], str], on_record: Callable[[EpisodeRecord],
 def execute(spec: JobSpec, pending: list[list[EpisodeSpec]], *, address: str | None,
             on_record: Callable[[EpisodeRecord], None], model: Any = None,
             scorer: Scorer | None = None, plausibility: PlausibilityCheck | None = None) -> None:
-    """Roll every pending group on a pool of replicas; `on_record` sees each committed episode.
+    """Roll every pending group on a pool of replicas; `on_record` sees each committed episode
+    (a replica writing behind reports a group once its part, the commit, is written).
     `model`: the WorldModel preflight loaded; given, the driver rolls groups itself while an
     embedded Ray starts (see LeadReplica). `scorer`: the filter's, resolved by preflight; each
     replica gets it as a constructor argument (pickled by reference: its module is imported there);
@@ -205,19 +207,19 @@ def _feed(replicas: list[Any], queue: collections.deque[list[EpisodeSpec]], lead
         for ref in refs:
             replica = running.pop(ref)
             result = ray.get(ref)
-            if isinstance(result, str):  # ready() or flush(): "" or the replica's user error
+            if isinstance(result, str):  # ready(): "" or the replica's user error
                 if result:
                     raise SpecError(f"a replica reported: {result}")
+                if lead is not None:
+                    lead.stop.set()  # a replica is up: the driver stops taking groups
+            else:  # roll_json() or flush(): the episodes committed since its last call
+                _deliver(result, on_record)
                 if ref in flushes:  # this replica's parts are written: it is done
                     flushes.discard(ref)
                     continue
-                if lead is not None:
-                    lead.stop.set()  # a replica is up: the driver stops taking groups
-            else:
-                _deliver(result, on_record)
             if queue:
                 running[replica.roll_json.remote(_group_json(queue.popleft()))] = replica
-            elif not isinstance(result, str):  # no group left: write the last part
+            elif not isinstance(result, str):  # no group left: commit the last part
                 flush = replica.flush.remote()
                 running[flush] = replica
                 flushes.add(flush)

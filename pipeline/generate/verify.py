@@ -14,8 +14,8 @@ marker (OUT/lerobot.done.json) lists every file of the assembled copy with its s
 
 What fails is marked, under the output's lease (`mark`), for the resume to make again:
 
-    a part's shard       its record goes: its episodes come from their own stores, or are
-                         rolled again (same seeds, same bytes) when those were released
+    a part's shard       its record goes (the group's commit): the group is rolled again
+                         (same seeds, same bytes)
     a part's LeRobot     (its shard sound) its record is rewritten as a Zarr-only part, so the
     files                replica makes its LeRobot files again from the shard, nothing rolled
     LeRobot metadata     the completion marker goes: the copy is assembled again
@@ -43,9 +43,10 @@ from sim_model import storage
 from sim_model.data.shards import INDEX_FILE, read_index, shard_uri
 from workers import parts
 from workers.lease import Lease
-from workers.writer import STORE_ROOT_FILE
 
 log = logging.getLogger(__name__)
+
+LEGACY_SHARD_ROOT = ".zattrs"  # a zarr-2 shard's root attributes, written last
 
 Kind = Literal["shard", "lerobot", "lerobot-meta", "index"]
 
@@ -107,7 +108,7 @@ def inspect(out: str, found: dict[int, PartRecord], *, deep: bool = False) -> li
 
 def _check_files(key: int, part: PartRecord, listed: dict[str, dict[str, int]]) -> list[Finding]:
     if part.files is None:  # recorded before sizes were: the shard's root is there
-        path = f"{parts.shard_relative(key)}/{STORE_ROOT_FILE}"
+        path = f"{parts.shard_relative(key)}/{LEGACY_SHARD_ROOT}"
         return [] if _size(listed, path) is not None else [Finding(key, "shard", path, "is missing")]
     findings = []
     for path, size in sorted(part.files.items()):

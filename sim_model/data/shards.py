@@ -1,7 +1,9 @@
 """A dataset in shards: several episode stores read as one, through a Parquet index.
 
-    <root>/shards/<key:08d>.zarr   an EpisodeStore (Diffusion-Policy layout, zarr format 2) each;
-                                   any one opens in DP's ReplayBuffer as it is
+    <root>/shards/<key:08d>.zarr   a packed EpisodeStore each (its arrays, one object each, in zarr
+                                   format 3: store_layout.create_packed_arrays), so that a shard is
+                                   13 objects however many episodes it holds; DP's own zarr-2
+                                   layout is one `iws export zarr-dp` away
     <root>/index.parquet           one row per episode of the job, in index order (written last:
                                    the dataset's commit; shards it does not name are not part of it)
 
@@ -60,17 +62,16 @@ def is_sharded(uri: str) -> bool:
 
 
 def write_shard(root: str, key: int, episodes: Sequence[Episode], features: FeatureSpec) -> dict[str, int]:
-    """Write shard `key` holding `episodes` (built in staging, then published whole: a reader
-    or a crash never sees half a shard; an existing shard of that key is replaced). Returns the
-    size of each of its files, by path relative to the shard: what a resume checks it against."""
+    """Write shard `key` holding `episodes`, packed (built in staging, then published whole: a
+    reader or a crash never sees half a shard; an existing shard of that key is replaced).
+    Returns the size of each of its files, by path relative to the shard: what a resume checks
+    it against."""
     from sim_model.data.store import EpisodeStore
 
     target = shard_uri(root, key)
     staged = storage.staging_dir(target)
     try:
-        store = EpisodeStore.create(staged, features)
-        for episode in episodes:
-            store.append(episode)
+        EpisodeStore.write_packed(staged, features, list(episodes))
         sizes = storage.file_sizes(staged)  # a local directory, also for an s3:// target
     except BaseException:
         storage.discard_staged(staged)

@@ -80,6 +80,34 @@ class EpisodeStore(EpisodeReader):
         return cls(location, root, "a", storage_options)
 
     @classmethod
+    def write_packed(cls, path: str | os.PathLike[str], features: FeatureSpec, episodes: list[Episode],
+                     *, storage_options: dict[str, Any] | None = None) -> None:
+        """Write `episodes` as a new packed store at `path` (zarr format 3, each array one
+        object: store_layout.create_packed_arrays), in one go; it opens with `open` like any
+        store. Data first, then the episodes' metadata, `meta/episode_ends` and the root
+        attributes last, so a store cut short is never taken for a whole one (`open` refuses
+        it). For a location that is built and then published whole (a job's shard)."""
+        location = layout.location_str(path)
+        store = layout.zarr_store(location, read_only=False, storage_options=storage_options)
+        if _try_open_group(store) is not None or _holds_other_data(location, store):
+            raise SpecError(f"{location} is not empty; a packed store is written whole to a new path.")
+        checked = [layout.check_episode(e, features) for e in episodes]
+        ids = [e.meta.episode_id for e in episodes]
+        if len(set(ids)) != len(ids):
+            raise SpecError(f"episode ids must be unique in a store; {location} was given {ids}.")
+        lengths = np.array([len(e) for e in episodes], dtype=np.int64)
+        root = zarr.open_group(store, mode="w", zarr_format=3)
+        arrays = layout.create_packed_arrays(root, features, int(lengths.sum()), len(episodes))
+        for key in layout.data_layout(features):
+            if checked:
+                arrays[key][:] = np.concatenate([c[key] for c in checked])
+        if episodes:
+            arrays[layout.META_KEY][:] = np.array([e.meta.model_dump_json() for e in episodes], dtype=object)
+            arrays[layout.ENDS_KEY][:] = np.cumsum(lengths)
+        root.attrs[layout.ATTR_KEY] = {"version": layout.FORMAT_VERSION,
+                                       "features": features.model_dump(mode="json")}
+
+    @classmethod
     def open(cls, path: str | os.PathLike[str], mode: Mode = "r", *,
              storage_options: dict[str, Any] | None = None) -> EpisodeStore:
         """Open an existing store: "r" read-only, "a" append (first repairs a torn tail)."""

@@ -47,7 +47,7 @@ def bad_metadata(location: str) -> str | None:
 
 def bad_chunk(location: str, array: Any, start: int, stop: int) -> str | None:
     """The first chunk file of a zarr `array` over rows [start, stop) that fails to decode."""
-    rows = array.chunks[0]
+    rows = (array.shards or array.chunks)[0]  # a chunk key names a shard where there are shards
     for index in range(start // rows, (max(stop, start + 1) - 1) // rows + 1):
         try:
             array[index * rows:min((index + 1) * rows, array.shape[0])]

@@ -14,6 +14,14 @@ Layout (Diffusion Policy's ReplayBuffer, zarr format 2)::
 Format and codecs were chosen by measurement (benchmarks/bench_store.py, numbers in
 benchmarks/results/store.md): zarr format 2 so that Diffusion Policy's zarr 2.x opens the store
 unchanged, and Blosc, a standard numcodecs compressor that zarr 2.12+ decodes.
+
+A *packed* store (`create_packed_arrays`: a generation job's shard, written once, whole) holds
+the same arrays in zarr format 3, each array one object: images through the sharding codec (one
+shard over all rows, inner chunks of IMAGE_CHUNK_FRAMES frames, so a training window still
+decodes only the chunks it needs), the low-dimensional arrays as one chunk. A shard is then 13
+objects at any episode count instead of one file per 8 frames per camera (chosen by
+benchmarks/bench_shard_layout.py; benchmarks/results/output.md). Diffusion Policy's zarr 2.x
+cannot read zarr 3: `iws export zarr-dp` writes its layout.
 """
 
 from __future__ import annotations
@@ -108,6 +116,34 @@ def create_arrays(root: Any, features: FeatureSpec) -> None:
     meta.create_array("episode_ends", shape=(0,), chunks=(LOWDIM_CHUNK_ROWS,), dtype=np.int64,
                       compressors=LOWDIM_COMPRESSOR)
     meta.create_array("episode_meta", shape=(0,), chunks=(META_CHUNK_EPISODES,), dtype=str)
+
+
+def create_packed_arrays(root: Any, features: FeatureSpec, frames: int, episodes: int) -> dict[str, Any]:
+    """Create, in `root` (a zarr format-3 group), the arrays of a packed store of `episodes`
+    episodes and `frames` rows: each one object (see the module docstring). Returns them by
+    store key, the data arrays first, then META_KEY and ENDS_KEY."""
+    from zarr.codecs import BloscCodec
+
+    blosc = BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")
+    data = root.require_group("data")
+    cameras = set(features.camera_names)
+    arrays: dict[str, Any] = {}
+    rows = max(frames, 1)
+    for key, (shape, dtype) in data_layout(features).items():
+        if key in cameras:
+            inner = min(IMAGE_CHUNK_FRAMES, rows)
+            shard = -(-rows // inner) * inner  # a multiple of the inner chunk
+            arrays[key] = data.create_array(key, shape=(frames, *shape), chunks=(inner, *shape),
+                                            shards=(shard, *shape), dtype=dtype, compressors=blosc)
+        else:
+            arrays[key] = data.create_array(key, shape=(frames, *shape), chunks=(rows, *shape),
+                                            dtype=dtype, compressors=blosc)
+    meta = root.require_group("meta")
+    count = max(episodes, 1)
+    arrays[META_KEY] = meta.create_array("episode_meta", shape=(episodes,), chunks=(count,), dtype=str)
+    arrays[ENDS_KEY] = meta.create_array("episode_ends", shape=(episodes,), chunks=(count,), dtype=np.int64,
+                                         compressors=blosc)
+    return arrays
 
 
 def committed_count(ends: np.ndarray, data_rows: int, meta_rows: int) -> int:

@@ -155,7 +155,7 @@ def create_versioned(uri: str, data: str | bytes) -> str | None:
 
 def _no_exclusive_create(path: Path, error: OSError) -> str:
     return (f"cannot create {path} exclusively: hard links fail on this filesystem "
-            f"({error.strerror or error}). iws creates commit markers and the output lease by "
+            f"({error.strerror or error}). iws creates part records (commits) and the output lease by "
             "hard-linking a finished temporary file, the exclusive create that is atomic on a "
             "local filesystem, and will not fall back to overwriting. Put the output on a "
             "filesystem with hard links (ext4, xfs, btrfs, tmpfs, NFS) or on s3://.")

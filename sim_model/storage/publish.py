@@ -65,8 +65,8 @@ def publish_dir(staged: str, uri: str, *, replace: bool) -> bool:
         raise SpecError(f"the staged copy {src} of {dst} vanished before it was published: another "
                         "process removed it (a second run cleaning up this output?). Nothing was "
                         "committed for it; rerun the job to make it again.")
-    # The episode's files reach the disk before its name does, and its name before the caller
-    # writes a commit marker: a power cut cannot leave a marker naming data that was lost.
+    # The files reach the disk before its name does, and its name before the caller
+    # writes its commit (a part record): a power cut cannot leave a commit naming data that was lost.
     atomic.settle_tree(src)
     if not dst.exists():
         try:

@@ -98,7 +98,7 @@ def try_read_text(uri: str) -> str | None:
 
 
 def read_many(uris: list[str]) -> list[str | None]:
-    """Many small objects at once (commit markers): one GET each, in parallel threads."""
+    """Many small objects at once (part records): one GET each, in parallel threads."""
     if len(uris) < 2:
         return [try_read_text(u) for u in uris]
     with ThreadPoolExecutor(THREADS) as pool:
@@ -253,7 +253,7 @@ def glob(pattern: str) -> list[str]:
 
 def ensure_writable(uri: str) -> None:
     """Preflight for an output prefix: the bucket answers our credentials, a conditional PUT
-    works, and a second one is refused (the commit markers rely on that)."""
+    works, and a second one is refused (group commits rely on that)."""
     s3.check_bucket(uri)
     probe = f"{uri.rstrip('/')}/.iws-write-probe-{uuid.uuid4().hex[:8]}"
     if not write_new(probe, b"probe"):

@@ -16,7 +16,7 @@ from sim_model.data.formats import open_dataset
 from sim_model.data.store import EpisodeStore
 from tests.tasks.square.task import RIGHT, Square, score
 from tests.workers.jobs import job_dict, write_job
-from workers.writer import committed_records
+from workers.parts import committed_records
 
 MIN_PLAUSIBLE = 0.5  # filter.plausibility.min of the job below
 

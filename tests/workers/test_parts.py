@@ -1,6 +1,6 @@
 """A group's part of the datasets (workers/parts.py): which episodes it holds under the filter,
 when it is current, that it is never made from an episode that is not what its record says, and
-that once it is written the episodes' own stores can go: the part holds their data."""
+that the part's shard holds the kept episodes' data (a part made again reads them back from it)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from sim_model.data.formats import open_dataset
 from tests.fixtures.store import make_pusht_episode
 from tests.workers.jobs import job_dict
 from workers import parts
-from workers.writer import write_episode
+from workers.writer import episode_record
 
 FEATURES = pusht_features(resolution=32)
 
@@ -27,7 +27,8 @@ def _job(out: Path, **output: object) -> JobSpec:
 
 def _committed(out: Path, successes: list[bool]):
     episodes = [make_pusht_episode(FEATURES, i, 4, episode_id=f"tiny-{i:06d}") for i in range(len(successes))]
-    records = [write_episode(str(out), e, i, FEATURES, score=float(ok), success=ok)
+    shard = str(out / "dataset" / "shards" / "00000000.zarr")
+    records = [episode_record(e, i, shard, score=float(ok), success=ok)
                for i, (e, ok) in enumerate(zip(episodes, successes, strict=True))]
     return episodes, records
 
@@ -68,25 +69,23 @@ def test_an_episode_that_differs_from_its_record_is_refused(tmp_path: Path) -> N
     assert parts.read_parts_of(str(out), 0) is None  # no record for a part that was not written
 
 
-def test_released_stores_are_read_back_from_the_shard_and_count_as_held(tmp_path: Path) -> None:
+def test_kept_episodes_are_read_back_from_the_shard(tmp_path: Path) -> None:
     out = tmp_path / "out"
     job = _job(out)
     episodes, records = _committed(out, [True, False, True])
     part = parts.write_part(str(out), job, 0, episodes, records, FEATURES)
     shard = open_dataset(out / "dataset" / "shards" / "00000000.zarr")
     assert [e.checksum() for e in shard] == [records[0].checksum, records[2].checksum]
-    parts.release_stores(str(out), job, records)
-    assert not list((out / "episodes").iterdir()), "every store released, the rejected one too"
-    held = parts.held_by_parts({0: part})
-    assert held == {(r.episode_id, r.checksum) for r in records}  # kept: in the shard; rejected: no data needed
+    assert not (out / "episodes").exists(), "no episode is stored on its own"
+    assert parts.records_of(part) == {r.episode_id: r for r in records}  # the rejected one's too
     # Made again for other camera keys: the kept episodes come back from the shard.
     again = parts.stored_episodes(str(out), _job(out, lerobot_camera_keys={"top": "observation.image"}),
                                   records, part)
     assert again is not None and again[1] is None
     assert [e.checksum() for e in again if e is not None] == [records[0].checksum, records[2].checksum]
-    assert parts.stored_episodes(str(out), job, records, None) is None  # no store, no earlier part
-    # A shard that is gone holds nothing: its part record goes, so a resume withdraws those
-    # markers and makes the episodes (and the part) again.
+    assert parts.stored_episodes(str(out), job, records, None) is None  # no part, no data
+    # A shard that is gone holds nothing: its part record goes (the group's commit), so a resume
+    # makes the group again.
     import shutil
 
     from pipeline.generate import verify
@@ -104,10 +103,7 @@ def test_released_stores_are_read_back_from_the_shard_and_count_as_held(tmp_path
     assert parts.read_parts(str(out)) == {}
 
 
-def test_keep_episode_stores_keeps_them(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    job = _job(out, keep_episode_stores=True)
-    episodes, records = _committed(out, [True, True])
-    parts.write_part(str(out), job, 0, episodes, records, FEATURES)
-    parts.release_stores(str(out), job, records)
-    assert sorted(p.name for p in (out / "episodes").iterdir()) == ["tiny-000000", "tiny-000001"]
+def test_keep_episode_stores_is_refused_with_what_replaced_it(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="keep_episode_stores was removed.*open_dataset"):
+        _job(tmp_path / "out", keep_episode_stores=True)
+    assert _job(tmp_path / "out", keep_episode_stores=False).output.keep_episode_stores is False

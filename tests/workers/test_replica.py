@@ -1,5 +1,5 @@
-"""WorldModelReplica and the episode writer in-process (no Ray): rolling, committing, the group's
-part of the datasets, idempotence."""
+"""WorldModelReplica in-process (no Ray): rolling, committing a group with its part of the
+datasets, idempotence."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from schemas import EpisodeRecord, JobSpec
 from sim_model import storage
 from sim_model.data.store import EpisodeStore
 from tests.workers.jobs import job_dict
+from workers import parts
 from workers.init_frames import list_init_refs, load_init
+from workers.parts import committed_records
 from workers.replica import WorldModelReplica
-from workers.writer import commit_uri, committed_records, episode_uri
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -33,7 +34,7 @@ def replica_job(tmp_path: Path, tiny_checkpoint: Path, tiny_pusht_store) -> tupl
     return replica, groups(episodes, spec.batch_size)
 
 
-def test_replica_rolls_a_group_and_commits_each_episode(replica_job, tiny_pusht_store) -> None:
+def test_replica_rolls_a_group_and_commits_it_with_its_part(replica_job, tiny_pusht_store) -> None:
     replica, batches = replica_job
     records = replica.roll_group(batches[0])
     assert [r.index for r in records] == [0, 1]
@@ -41,7 +42,6 @@ def test_replica_rolls_a_group_and_commits_each_episode(replica_job, tiny_pusht_
     shard = EpisodeStore.open(Path(out, "dataset", "shards", "00000000.zarr"))  # the group's part
     assert len(shard) == 2
     for row, (spec, record) in enumerate(zip(batches[0], records, strict=True)):
-        assert not Path(episode_uri(out, spec.episode_id)).exists(), "released once the part holds it"
         episode = shard.episode(row)
         assert episode.frames["top"].shape == (4, 32, 32, 3) and episode.action.shape == (4, 2)
         assert episode.state is not None and episode.state.shape == (4, 2)
@@ -53,50 +53,59 @@ def test_replica_rolls_a_group_and_commits_each_episode(replica_job, tiny_pusht_
         np.testing.assert_array_equal(episode.frames["top"][0], ref_frames[0, 0])
         np.testing.assert_array_equal(episode.state[0], ref_state[0])
     assert set(committed_records(out)) == {s.episode_id for s in batches[0]}
+    assert not Path(out, "episodes").exists() and not Path(out, "commits").exists()
 
 
 def test_a_rerolled_group_is_byte_identical_and_committed_work_is_kept(replica_job) -> None:
     replica, batches = replica_job
     first = replica.roll_group(batches[1])
-    kept_marker = Path(commit_uri(replica.out, first[0].episode_id))
-    mtime = kept_marker.stat().st_mtime_ns
-    # A crash between data and marker: episode data present, its marker missing.
-    Path(commit_uri(replica.out, first[1].episode_id)).unlink()
+    marker = Path(parts.marker_uri(replica.out, batches[1][0].index))
+    mtime = marker.stat().st_mtime_ns
+    assert replica.roll_group(batches[1]) == first
+    assert marker.stat().st_mtime_ns == mtime, "a committed group is never rewritten"
+    # A crash between the part's files and its record: the group is rolled again, to the same bytes.
+    marker.unlink()
     again = replica.roll_group(batches[1])
     assert [r.checksum for r in again] == [r.checksum for r in first]
-    assert kept_marker.stat().st_mtime_ns == mtime, "a committed episode is never rewritten"
-    # The call a Ray actor gets: one group as JSON, one record per episode.
-    records, error = replica.roll_json(batches[1][0].model_dump_json().join("[]"))
+    # The call a Ray actor gets: one group as JSON; back, the records it committed since the last.
+    replica._committed.clear()
+    records, error = replica.roll_json(json.dumps([e.model_dump() for e in batches[1]]))
     assert error == "" and [EpisodeRecord.model_validate_json(r).episode_id for r in records] == \
-        [batches[1][0].episode_id]
+        [e.episode_id for e in batches[1]]
 
 
 def test_a_write_behind_replica_writes_each_part_before_the_next_and_on_flush(replica_job) -> None:
-    """A Ray replica's parts are written on a thread behind its rolling: at most one in flight
-    (the next group waits for it), the last one written by flush()."""
+    """A Ray replica's parts (its commits) are written on a thread behind its rolling: at most one
+    in flight (the next group waits for it), the last one written by flush(); each call reports
+    the records it committed."""
     replica, batches = replica_job
     behind = WorldModelReplica(replica.job.model_dump_json(), replica.out, replica.wm, write_behind=True)
     shard = Path(replica.out, "dataset", "shards")
-    first = behind.roll_group(batches[0])
-    assert behind._writing is not None, "the part is left to the writer thread"
-    second = behind.roll_group(batches[1])
+    reported, error = behind.roll_json(json.dumps([e.model_dump() for e in batches[0]]))
+    assert error == "" and behind._writing is not None, "the part is left to the writer thread"
+    assert reported == [], "nothing committed yet"
+    reported, _ = behind.roll_json(json.dumps([e.model_dump() for e in batches[1]]))
+    first = [EpisodeRecord.model_validate_json(r) for r in reported]  # the first group, now committed
+    assert [r.episode_id for r in first] == [e.episode_id for e in batches[0]]
     assert EpisodeStore.open(shard / "00000000.zarr").episode(1).checksum() == first[1].checksum
-    assert behind.flush() == "" and behind._writing is None
+    reported, error = behind.flush()
+    second = [EpisodeRecord.model_validate_json(r) for r in reported]
+    assert error == "" and behind._writing is None and [r.index for r in second] == [e.index for e in batches[1]]
     assert EpisodeStore.open(shard / f"{batches[1][0].index:08d}.zarr").episode(0).checksum() == second[0].checksum
-    assert behind.flush() == "", "nothing in flight: flush returns at once"
+    assert behind.flush() == ([], ""), "nothing in flight: flush returns at once"
 
 
 def test_writer_clears_leftovers_of_killed_writers(replica_job) -> None:
     replica, batches = replica_job
-    target = episode_uri(replica.out, batches[2][0].episode_id)
-    os.makedirs(target)  # an uncommitted, incomplete directory from an earlier attempt
+    target = storage.join(replica.out, "dataset", "shards", f"{batches[2][0].index:08d}.zarr")
+    os.makedirs(target)  # an uncommitted, incomplete shard from an earlier attempt
     Path(target, "junk").write_text("partial")
     stale = storage.staging_dir(target)
     os.makedirs(stale)
     records = replica.roll_group(batches[2])
-    shard = EpisodeStore.open(Path(replica.out, "dataset", "shards", f"{batches[2][0].index:08d}.zarr"))
+    shard = EpisodeStore.open(target)
     assert shard.episode(0).checksum() == records[0].checksum
-    assert not Path(target).exists(), "replaced by the episode's store, then released"
+    assert not Path(target, "junk").exists(), "replaced by the group's shard"
     assert storage.remove_stale_staging(str(Path(target).parent)) == 1
 
 

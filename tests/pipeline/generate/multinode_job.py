@@ -25,7 +25,7 @@ from typing import Any
 
 from schemas import JobSpec
 from sim_model.data.shards import read_index
-from workers.writer import committed_records
+from workers.parts import committed_records
 
 WORKER_NODES = 3
 TIMEOUT_S = 240.0

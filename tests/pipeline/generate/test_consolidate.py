@@ -18,7 +18,7 @@ from sim_model.data.shards import ShardedDataset
 from tests.fixtures.store import make_pusht_episode
 from tests.workers.jobs import job_dict
 from workers import parts
-from workers.writer import commit, commit_uri, stage_episode
+from workers.writer import episode_record
 
 FEATURES = pusht_features(resolution=32)
 
@@ -32,8 +32,14 @@ def _episode(index: int, variant: int | None = None):
                               episode_id=f"tiny-{index:06d}")
 
 
+MADE: dict[str, object] = {}  # episode id -> the episode its record was made from
+
+
 def _commit(out: str, index: int, variant: int | None = None) -> EpisodeRecord:
-    return commit(out, stage_episode(out, _episode(index, variant), index, FEATURES))
+    """The record of episode `index` as a replica makes it (committed with its group's part)."""
+    episode = _episode(index, variant)
+    MADE[episode.meta.episode_id] = episode
+    return episode_record(episode, index, f"{out}/dataset/shards/{index:08d}.zarr")
 
 
 def _groups() -> list[list[EpisodeSpec]]:
@@ -42,16 +48,14 @@ def _groups() -> list[list[EpisodeSpec]]:
 
 
 def _write_parts(spec: JobSpec, records: list[EpisodeRecord], which: list[int] | None = None) -> None:
-    """What the replicas do after committing a group: write its part (from the episodes' own
-    stores, or where those are released, from the group's shard), then release the stores."""
+    """What the replicas do with a rolled group: write its part and commit it (replacing the
+    part that was there)."""
     out = spec.output.path
     for g, group in enumerate(GROUPS):
         if which is None or g in which:
             rows = [records[i] for i in group]
-            stored = parts.stored_episodes(out, spec, rows, parts.read_parts_of(out, group[0]))
-            assert stored is not None
-            parts.write_part(out, spec, group[0], stored, rows, FEATURES)
-            parts.release_stores(out, spec, rows)
+            parts.write_part(out, spec, group[0], [MADE[r.episode_id] for r in rows], rows, FEATURES,
+                             previous=parts.read_parts_of(out, group[0]))
 
 
 def _exported_actions(root: Path, episode: int) -> np.ndarray:
@@ -78,9 +82,8 @@ def test_a_regenerated_episode_refreshes_both_datasets(tmp_path: Path) -> None:
     assemble_lerobot(spec, _groups(), by_id)  # nothing changed: left alone
     assert (lerobot / "meta" / "info.json").stat().st_mtime_ns == info_mtime
 
-    # Episode 1 made again with other frames under the same id (its marker deleted and the
-    # checkpoint at the model path replaced, say): same ids, same count, a new checksum.
-    Path(commit_uri(out, "tiny-000001")).unlink()
+    # Episode 1 made again with other frames under the same id (its group's record deleted and
+    # the checkpoint at the model path replaced, say): same ids, same count, a new checksum.
     records[1] = _commit(out, 1, variant=7)
     by_id = {r.episode_id: r for r in records}
     with pytest.raises(StaleParts) as stale:  # the part of group 0 holds the old episode 1

@@ -29,13 +29,19 @@ from tests.fixtures.lerobot_v21 import check_converts_and_loads, check_groot_con
 from tests.fixtures.ray_cluster import REPO_ROOT
 from tests.pipeline.generate.rerun import rerolled_checksums
 from tests.workers.jobs import job_dict, write_job
+from workers.parts import committed_records
 from workers.replica import WorldModelReplica
-from workers.writer import commit_uri, committed_records
 
 
 def marker_times(out: Path) -> dict[str, int]:
-    """Commit markers by name (not the hidden temporary files a marker is written through)."""
-    return {p.name: p.stat().st_mtime_ns for p in (out / "commits").glob("*.json") if not p.name.startswith(".")}
+    """Part records (each the commit of a group) by name (not the hidden temporary files a
+    record is written through)."""
+    return {p.name: p.stat().st_mtime_ns for p in (out / "parts").glob("*.json") if not p.name.startswith(".")}
+
+
+def committed_count(out: Path) -> int:
+    """Episodes committed so far, read from the part records (each created whole)."""
+    return sum(len(json.loads(p.read_text())["records"] or []) for p in (out / "parts").glob("[0-9]*.json"))
 
 
 def test_generate_end_to_end_with_filter_and_exports(tmp_path: Path, ray_cluster, tiny_checkpoint: Path,
@@ -132,10 +138,10 @@ def test_interrupted_run_resumes_to_byte_identical_episodes(tmp_path: Path, ray_
     partial = RunManifest.model_validate_json((out / "manifest.json").read_text())
     assert partial.finished is None and partial.episodes_committed == len(first)
     before = marker_times(out)
-    # A crash between writing an episode and its marker: that episode must come back identical.
-    lost = sorted(first)[-1]
-    Path(commit_uri(str(out), lost)).unlink()
-    del before[f"{lost}.json"]
+    # A crash between writing a group's part and its record: that group must come back identical.
+    lost = sorted(before)[-1]
+    (out / "parts" / lost).unlink()
+    del before[lost]
 
     manifest = run_job(spec)
     final = committed_records(str(out))
@@ -209,11 +215,11 @@ def test_driver_sigkilled_mid_job_resumes_to_byte_identical_episodes(tmp_path: P
                                address, "--no-progress"], cwd=REPO_ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 400  # generous: a loaded 2-core machine starts Ray workers slowly
-    while len(marker_times(out)) < 2 and driver.poll() is None and time.monotonic() < deadline:
+    while committed_count(out) < 2 and driver.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     driver.send_signal(signal.SIGKILL)
     output = driver.communicate(timeout=30)[0].decode(errors="replace")
-    committed_at_kill = len(marker_times(out))
+    committed_at_kill = committed_count(out)
     assert driver.returncode == -signal.SIGKILL, f"the driver ended before the kill:\n{output}"
     assert 2 <= committed_at_kill < EPISODES, f"{committed_at_kill} committed at the kill:\n{output[-3000:]}"
     assert (out / "lease.json").exists()  # a killed driver cannot release its lease
@@ -225,7 +231,7 @@ def test_driver_sigkilled_mid_job_resumes_to_byte_identical_episodes(tmp_path: P
     assert manifest.episodes_committed == EPISODES and manifest.finished is not None
     assert all(final[k].checksum == r.checksum for k, r in first.items())
     assert {k: r.checksum for k, r in final.items()} == rerolled_checksums(load_job(path), tmp_path / "fresh")
-    assert not os.listdir(out / "episodes")  # every store released into the datasets, no stray copies
+    assert not (out / "episodes").exists() and not (out / "commits").exists()  # a group's part is its commit
     dataset = open_dataset(out / "dataset")
     assert [e.checksum() for e in dataset] == [final[f"tiny-{i:06d}"].checksum for i in range(EPISODES)]
     assert not (out / "lease.json").exists()
@@ -247,7 +253,7 @@ def _kill_replica_after_first_commit(out: Path, killed: list[int], committed_at_
     """SIGKILL the replica actor process(es) of this test's own Ray once an episode is committed;
     `committed_at_kill` gets how many were committed right after the kill."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and not list((out / "commits").glob("*.json")):
+    while time.monotonic() < deadline and not committed_count(out):
         time.sleep(0.02)
     for proc in psutil.Process().children(recursive=True):  # only processes this test session started
         try:
@@ -256,7 +262,7 @@ def _kill_replica_after_first_commit(out: Path, killed: list[int], committed_at_
                 killed.append(proc.pid)
         except psutil.Error:
             continue
-    committed_at_kill.append(len(list((out / "commits").glob("*.json"))))
+    committed_at_kill.append(committed_count(out))
 
 
 def test_replica_killed_mid_job_still_gives_exactly_n_episodes(tmp_path: Path, ray_cluster,
@@ -280,7 +286,7 @@ def test_replica_killed_mid_job_still_gives_exactly_n_episodes(tmp_path: Path, r
                for pid in killed)
     records = committed_records(str(out))
     assert sorted(r.index for r in records.values()) == list(range(8))  # no gaps, no duplicates
-    assert not os.listdir(out / "episodes")  # every store released into the datasets, no stray copies
+    assert not (out / "episodes").exists() and not (out / "commits").exists()  # a group's part is its commit
     dataset = open_dataset(out / "dataset")
     assert [dataset.meta(i).episode_id for i in range(8)] == [f"tiny-{i:06d}" for i in range(8)]
     assert manifest.episodes_committed == 8
@@ -324,34 +330,32 @@ def _check_lerobot(out: Path, records: dict) -> None:
     assert not [p for p in (out / "lerobot").rglob(".*") if p.is_file()], "a partial write was left"
 
 
-def test_missing_lerobot_parts_are_made_again_from_the_committed_episodes(
+def test_lost_commits_and_lerobot_files_are_made_again(
         tmp_path: Path, ray_cluster, tiny_checkpoint: Path, tiny_pusht_store) -> None:
-    """Faults between a group's commits and its part: a part written but not recorded, a part
-    whose files were half written, an assembly that never ran. The rerun makes exactly those
-    parts again from the stored episodes (no episode rolled or committed again, no other part
-    rewritten) and assembles one dataset. The episodes' stores are kept here: a crash leaves them
-    in place until the part's record is written (they are released after it), which removing
-    the records of finished parts recreates only with keep_episode_stores."""
+    """Faults after a group's files: its record never written (the group is not committed: it is
+    rolled again, to the same bytes), a LeRobot video of a committed part lost (the part is made
+    again from its shard, nothing rolled). The rerun makes exactly those parts again, rewrites no
+    other, and assembles one dataset."""
     out = tmp_path / "out"
     job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=8, horizon=4,
-                   output={"path": str(out), "formats": ["zarr", "lerobot"], "keep_episode_stores": True})
+                   output={"path": str(out), "formats": ["zarr", "lerobot"]})
     path = write_job(tmp_path / "job.yaml", job)
     assert main(["generate", str(path), "--no-progress"]) == 0
     records = committed_records(str(out))
     parts_dir = out / "parts"
     keys = sorted(int(p.stem) for p in parts_dir.glob("*.json"))
     assert len(keys) >= 3, keys
-    commits, recorded = marker_times(out), {p.name: p.stat().st_mtime_ns for p in parts_dir.glob("*.json")}
-    (parts_dir / f"{keys[1]:08d}.json").unlink()  # written, not recorded
-    (parts_dir / f"{keys[2]:08d}.json").unlink()  # half written: its data file is gone too
-    next((out / "lerobot" / "data").rglob(f"file-{keys[2] % 1000:03d}.parquet")).unlink()
-    (out / "lerobot.done.json").unlink()
+    recorded = marker_times(out)
+    (parts_dir / f"{keys[1]:08d}.json").unlink()  # written, not committed
+    video = next(p for p in json.loads((parts_dir / f"{keys[2]:08d}.json").read_text())["files"]
+                 if p.startswith("lerobot/videos/"))
+    (out / video).unlink()
 
     assert main(["generate", str(path), "--no-progress"]) == 0
-    assert marker_times(out) == commits, "an episode was committed again"
-    again = {p.name: p.stat().st_mtime_ns for p in parts_dir.glob("*.json")}
+    again = marker_times(out)
     assert sorted(again) == sorted(recorded)
-    assert sorted(n for n in again if again[n] != recorded[n]) == [f"{keys[1]:08d}.json", f"{keys[2]:08d}.json"]
+    assert sorted(n for n in again if again[n] != recorded.get(n)) == [f"{keys[1]:08d}.json", f"{keys[2]:08d}.json"]
+    assert {k: r.checksum for k, r in committed_records(str(out)).items()} == {k: r.checksum for k, r in records.items()}
     _check_lerobot(out, records)
 
 
@@ -372,3 +376,19 @@ def test_example_job_runs_on_the_embedded_default(tmp_path: Path, ray_cluster) -
     episode = dataset.episode(2)
     assert episode.frames["top"].shape == (3, 96, 96, 3) and episode.action.shape == (3, 2)
     assert episode.meta.source.startswith("scripted:") and episode.meta.task == "Push the T onto the target"
+
+
+def test_a_zarr_only_job_leaves_at_most_two_objects_per_episode(tmp_path: Path, ray_cluster, tiny_checkpoint: Path,
+                                                               tiny_pusht_store) -> None:
+    """Issue 34, at a million episodes: 32 episodes x 20 steps in groups of 8, formats [zarr].
+    Per group one part record and one shard of 13 objects (zarr 3, each array one object); no
+    store or marker per episode. Every file counts, hidden ones too."""
+    out = tmp_path / "out"
+    job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=32, horizon=20,
+                   batch_size=8, output={"path": str(out)})
+    assert main(["generate", str(write_job(tmp_path / "job.yaml", job)), "--no-progress"]) == 0
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert len(files) <= 2 * 32, files
+    assert sum(f.startswith("parts/") for f in files) == 4 and not any(f.startswith(("episodes/", "commits/"))
+                                                                      for f in files)
+    assert len(open_dataset(out / "dataset")) == 32

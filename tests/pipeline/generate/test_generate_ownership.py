@@ -24,7 +24,7 @@ from pipeline.generate import Progress, load_job, run_job
 from schemas import RunManifest, SpecError
 from sim_model.data.formats import open_dataset
 from tests.workers.jobs import job_dict, write_job
-from workers.writer import committed_records
+from workers.parts import committed_records
 
 
 def test_a_second_run_on_a_live_output_is_refused_and_deletes_nothing(
@@ -45,8 +45,8 @@ def test_a_second_run_on_a_live_output_is_refused_and_deletes_nothing(
     first.start()
     try:
         assert committed.wait(300), "the first run committed nothing"
-        in_flight = out / "episodes" / ".tiny-000005.0123456789ab.tmp"  # a writer of the first run, mid-write
-        in_flight.mkdir()
+        in_flight = out / "dataset" / "shards" / ".00000004.zarr.0123456789ab.tmp"  # the first run, mid-write
+        in_flight.mkdir(parents=True)
         (in_flight / "part").write_text("partial")
         assert main(["generate", str(path), "--no-progress"]) == 2
         assert in_flight.exists(), "the refused run deleted the first run's unfinished write"
@@ -60,53 +60,46 @@ def test_a_second_run_on_a_live_output_is_refused_and_deletes_nothing(
     manifest = result["manifest"]
     assert manifest.episodes_committed == 6 and manifest.finished is not None
     records = committed_records(str(out))
-    dataset = open_dataset(out / "dataset")  # every episode's data, once (its own store released)
+    dataset = open_dataset(out / "dataset")  # every episode's data, once, in its group's shard
     assert [e.checksum() for e in dataset] == [records[f"tiny-{i:06d}"].checksum for i in range(6)]
     assert not (out / "lease.json").exists(), "the first run released its lease"
 
 
 @pytest.mark.parametrize("formats", [["zarr"], ["zarr", "lerobot"]])
-def test_resume_regenerates_episodes_whose_marker_lacks_good_data(
+def test_a_resume_with_verify_remakes_groups_whose_shard_lost_its_data(
         tmp_path: Path, ray_cluster, tiny_checkpoint: Path, tiny_pusht_store,
         caplog: pytest.LogCaptureFixture, formats: list[str]) -> None:
-    """Every part record is lost too (the episodes' stores kept, as a crash before a part's
-    record leaves them): the rerun remakes the parts from the stored episodes, and waits with
-    those of the missing and the damaged episode until they are made again."""
+    """An interrupted run, then one committed shard changed where it still decodes (a bit flip
+    in the action values, same size: only reading it back notices): `run_job(verify_data=True)`
+    withdraws that group's commit, rolls it again to the same bytes, finishes the rest, and the
+    datasets are whole."""
     out = tmp_path / "out"
     spec = load_job(write_job(tmp_path / "job.yaml", job_dict(
         tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=10,
-        output={"path": str(out), "formats": formats, "keep_episode_stores": True})))
+        output={"path": str(out), "formats": formats})))
 
     def interrupt(progress: Progress) -> None:
-        if progress.done >= 6:
+        if progress.done >= 4:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         run_job(spec, on_progress=interrupt)
     first = committed_records(str(out))
-    by_group: dict[int, list[str]] = {}
-    for record in first.values():
-        by_group.setdefault(record.index // 2, []).append(record.episode_id)
-    whole = [sorted(ids) for _, ids in sorted(by_group.items()) if len(ids) == 2]
-    assert len(whole) >= 2, by_group
-    # Two whole groups: one loses an episode's data, one has an episode's data changed (a
-    # whole group is not rolled again, so its part can only be made from the stored episodes).
-    missing, damaged = whole[0][0], whole[1][0]
-    shutil.rmtree(out / "episodes" / missing)  # the state issue 13 left: a marker, no episode
-    actions = zarr.open_group(out / "episodes" / damaged, mode="r+")["data/action"]
-    actions[0] = actions[0] + 1  # readable, but no longer what its marker's checksum says
-    for record in (out / "parts").glob("*.json"):
-        record.unlink()
+    assert 4 <= len(first) < 10, len(first)
+    key = min(r.index for r in first.values())
+    shard = zarr.open_group(out / "dataset" / "shards" / f"{key:08d}.zarr", mode="r+")
+    sizes = {p: p.stat().st_size for p in (out / "dataset").rglob("*") if p.is_file()}
+    shard["data/action"][0] = shard["data/action"][0] + 1
+    assert {p: p.stat().st_size for p in (out / "dataset").rglob("*") if p.is_file()} == sizes, "same sizes"
 
-    with caplog.at_level(logging.WARNING, logger="workers.writer"):
-        manifest = run_job(spec)
+    with caplog.at_level(logging.WARNING, logger="pipeline.generate.verify"):
+        manifest = run_job(spec, verify_data=True)
     final = committed_records(str(out))
     assert sorted(r.index for r in final.values()) == list(range(10)) and manifest.episodes_committed == 10
-    assert all(final[k].checksum == r.checksum for k, r in first.items()), "regenerated identically"
+    assert all(final[k].checksum == r.checksum for k, r in first.items()), "made again identically"
+    assert f"part {key} (shard)" in caplog.text and "other data than was committed" in caplog.text, caplog.text
     dataset = open_dataset(out / "dataset")
     assert [e.checksum() for e in dataset] == [final[f"tiny-{i:06d}"].checksum for i in range(10)]
-    for episode_id in (missing, damaged):
-        assert f"episode {episode_id}" in caplog.text and "regenerated" in caplog.text, caplog.text
     if "lerobot" in formats:
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -118,19 +111,19 @@ def test_resume_regenerates_episodes_whose_marker_lacks_good_data(
 
 def test_a_lost_shard_is_made_again(tmp_path: Path, ray_cluster, tiny_checkpoint: Path, tiny_pusht_store,
                                     caplog: pytest.LogCaptureFixture) -> None:
-    """By default an episode's data lives only in its group's part once that is written: a shard
-    deleted from a finished job takes its episodes' data with it, so a rerun withdraws their
-    markers and makes them again, byte for byte, and the dataset is whole."""
+    """An episode's data lives only in its group's shard: a shard deleted from a finished job
+    takes its episodes' data with it, so a rerun withdraws the group's commit (its part record)
+    and makes the group again, byte for byte, and the dataset is whole."""
     out = tmp_path / "out"
     spec = load_job(write_job(tmp_path / "job.yaml", job_dict(
         tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out)))
     run_job(spec)
     first = committed_records(str(out))
-    assert not list((out / "episodes").iterdir())
+    assert not (out / "episodes").exists()
     shutil.rmtree(out / "dataset" / "shards" / "00000002.zarr")
-    with caplog.at_level(logging.WARNING, logger="workers.writer"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.generate.verify"):
         run_job(spec)
-    assert "tiny-000002" in caplog.text and "tiny-000003" in caplog.text and "regenerated" in caplog.text
+    assert "part 2 (shard)" in caplog.text and "is missing; it is made again" in caplog.text, caplog.text
     final = committed_records(str(out))
     assert {k: r.checksum for k, r in final.items()} == {k: r.checksum for k, r in first.items()}
     dataset = open_dataset(out / "dataset")
@@ -147,14 +140,14 @@ def test_a_grown_job_adds_parts_and_rewrites_only_metadata(tmp_path: Path, ray_c
                    output={"path": str(out), "formats": ["zarr", "lerobot"]})
     run_job(load_job(write_job(tmp_path / "job.yaml", job)))
     first = committed_records(str(out))
-    written = {p: p.stat().st_mtime_ns for p in [*(out / "commits").glob("*.json"), *(out / "parts").glob("*.json"),
-                                                  *(out / "dataset" / "shards").glob("*/.zattrs")]}
+    written = {p: p.stat().st_mtime_ns for p in [*(out / "parts").glob("*.json"),
+                                                  *(out / "dataset" / "shards").glob("*/zarr.json")]}
     manifest = run_job(load_job(write_job(tmp_path / "job.yaml", {**job, "episodes": 11})))
     assert manifest.episodes_committed == 11 and manifest.episodes_requested == 11
     final = committed_records(str(out))
     assert all(final[k].checksum == r.checksum for k, r in first.items())
     changed = sorted(p.relative_to(out).as_posix() for p, t in written.items() if p.stat().st_mtime_ns != t)
-    assert changed == ["dataset/shards/00000006.zarr/.zattrs", "parts/00000006.json"], changed
+    assert changed == ["dataset/shards/00000006.zarr/zarr.json", "parts/00000006.json"], changed
     dataset = open_dataset(out / "dataset")
     assert [e.checksum() for e in dataset] == [final[f"tiny-{i:06d}"].checksum for i in range(11)]
     from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata

@@ -20,7 +20,7 @@ from tests.fixtures.ray_cluster import REPO_ROOT
 from tests.fixtures.s3 import S3Bucket
 from tests.pipeline.generate.rerun import rerolled_checksums
 from tests.workers.jobs import job_dict, write_job
-from workers.writer import committed_records
+from workers.parts import committed_records
 
 EPISODES = 8
 

@@ -12,7 +12,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.generate import load_job
 from pipeline.generate.outputs import JOB_FILE, claim_output
-from schemas import EpisodeRecord, JobSpec, SpecError
+from schemas import EpisodeRecord, JobSpec, PartRecord, SpecError
 from tests.workers.jobs import job_dict, write_job
 
 
@@ -29,21 +29,26 @@ def _files(root: Path) -> set[Path]:
     return {p.relative_to(root) for p in root.rglob("*") if not p.name.startswith(".")}
 
 
-def test_a_marker_pointing_above_its_store_is_refused(tmp_path: Path, tiny_checkpoint: Path, tiny_pusht_store,
-                                                      capsys: pytest.CaptureFixture, no_ray) -> None:
+def test_a_part_record_pointing_outside_the_datasets_is_refused(
+        tmp_path: Path, tiny_checkpoint: Path, tiny_pusht_store, capsys: pytest.CaptureFixture, no_ray) -> None:
+    """Issue 34: a resume acts on the paths a record names; one leading out of the datasets (a
+    commit whose `uri` ended in '/..' once had a resume delete the whole output) is refused with
+    the record named, and nothing is deleted."""
     out = tmp_path / "out"
     job = write_job(tmp_path / "job.yaml", job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out))
     claim_output(load_job(job), overwrite=False)
     (out / "notes.txt").write_text("mine")
-    marker = out / "commits" / "tiny-000001.json"
+    record = EpisodeRecord(episode_id="tiny-000000", index=0, uri=f"{out}/dataset/..", length=4,
+                           checksum="0" * 64, seed=1, source="scripted:mix")
+    marker = out / "parts" / "00000000.json"
     marker.parent.mkdir()
-    marker.write_text(EpisodeRecord(episode_id="tiny-000001", index=1, uri=f"{out}/episodes/..", length=4,
-                                    checksum="0" * 64, seed=1, source="scripted:mix").model_dump_json())
+    marker.write_text(PartRecord(key=0, episodes=[(record.episode_id, record.checksum)], records=[record],
+                                 formats=["zarr"], files={"dataset/../notes.txt": 4}).model_dump_json())
     before = _files(out)
     assert main(["generate", str(job), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert str(marker) in err and "episodes/.." in err and "Traceback" not in err, err
-    assert _files(out) == before
+    assert str(marker) in err and "dataset/../notes.txt" in err and "Traceback" not in err, err
+    assert _files(out) == before and (out / "notes.txt").read_text() == "mine"
 
 
 @pytest.mark.parametrize("overwrite", [False, True])
@@ -82,11 +87,11 @@ def test_overwrite_clears_only_what_a_job_wrote(tmp_path: Path, tiny_pusht_store
 
 
 @pytest.mark.parametrize("damage", [b"", b"{not json", b"\xff\xfe\x00", b"[1, 2]", b'{"key": 8}'])
-@pytest.mark.parametrize("name", [JOB_FILE, "commits/tiny-000001.json", "parts/00000000.json"])
+@pytest.mark.parametrize("name", [JOB_FILE, "parts/00000000.json"])
 def test_a_garbled_record_is_refused_with_the_file_named(tmp_path: Path, tiny_checkpoint: Path, tiny_pusht_store,
                                                          capsys: pytest.CaptureFixture, no_ray, name: str,
                                                          damage: bytes) -> None:
-    """Issue 34: an empty or garbled job.json, commit marker or part record (a disk that filled up,
+    """Issue 34: an empty or garbled job.json or part record (a group's commit; a disk that filled up,
     a hand edit) ended a resume in a JSONDecodeError or ValidationError traceback. Exit 2, the file
     named with what to do, nothing deleted."""
     out = tmp_path / "out"

@@ -22,7 +22,7 @@ from pipeline.generate import load_job
 from tests.fixtures.ray_cluster import REPO_ROOT
 from tests.pipeline.generate.rerun import rerolled_checksums
 from tests.workers.jobs import job_dict, write_job
-from workers.writer import committed_records
+from workers.parts import committed_records
 
 NOISE = ("Token authentication", "core_worker", "constructor arguments", "Progress bars disabled",
          "streaming_executor", "INFO ", "[mp4 @", "[libx264 @", "[mov,mp4", "Svt[", "SVT [")

@@ -1,5 +1,5 @@
 """s3:// job storage against a real S3 server (SeaweedFS, tests/fixtures/s3.py), without Ray:
-racing commit markers, injected transient and permanent faults, fail-fast preflight, checkpoints
+racing conditional creates, injected transient and permanent faults, fail-fast preflight, checkpoints
 fetched by ETag, and exports/imports from and to s3://.
 
 Faults are injected into botocore's real request path (a `before-send` hook answering in the
@@ -9,7 +9,6 @@ server's place for chosen requests); every other request reaches the server.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,7 +28,7 @@ from sim_model.storage import s3
 from tests.fixtures.s3 import S3Bucket, forget_s3_clients, free_ports
 from tests.fixtures.store import TINY_LENGTHS, make_pusht_episode
 from tests.workers.jobs import job_dict, write_job
-from workers.writer import CommitConflict, commit, commit_uri, read_commit, stage_episode
+from workers.writer import episode_record
 
 FEATURES = pusht_features(resolution=16)
 FAST_S = 10.0  # a setup error must surface well within this, not after minutes of retries
@@ -69,36 +68,11 @@ def _error(code: str) -> bytes:
     return f"<Error><Code>{code}</Code><Message>injected</Message></Error>".encode()
 
 
-def test_racing_writers_commit_an_episode_exactly_once(s3_env: S3Bucket) -> None:
-    out = s3_env.url("job")
-    episode = make_pusht_episode(FEATURES, 0, 6, episode_id="race-000000")
-    staged = [stage_episode(out, episode, 0, FEATURES) for _ in range(2)]  # two uploads, no marker
-    assert staged[0].uri != staged[1].uri and staged[0].checksum == staged[1].checksum
-    barrier, results = threading.Barrier(2), [None, None]
-
-    def race(i: int) -> None:
-        barrier.wait()
-        results[i] = commit(out, staged[i])  # type: ignore[call-overload]
-
-    threads = [threading.Thread(target=race, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    winner = read_commit(out, "race-000000")
-    assert winner is not None and results == [winner, winner]  # the loser took the winner's record
-    assert storage.list_names(storage.join(out, "episodes")) == [winner.uri.rsplit("/", 1)[1]]
-    assert EpisodeStore.open(winner.uri).episode(0).checksum() == episode.checksum()
-
-    # A writer that made different data for the same episode: reported, and the first commit stands.
-    other = stage_episode(out, make_pusht_episode(FEATURES, 1, 6, episode_id="race-000000"), 0, FEATURES)
-    with pytest.raises(CommitConflict, match="committed by another writer with different content"):
-        commit(out, other)
-    assert read_commit(out, "race-000000") == winner
-    assert not storage.exists(other.uri), "the loser's upload must not be left behind"
-    # The low-level primitive: of two conditional PUTs exactly one creates the object.
-    assert storage.write_new(commit_uri(out, "x"), "a") and not storage.write_new(commit_uri(out, "x"), "b")
-    assert storage.read_text(commit_uri(out, "x")) == "a"
+def test_of_two_conditional_puts_exactly_one_creates_the_object(s3_env: S3Bucket) -> None:
+    """The primitive a group's commit rests on (the race itself: tests/workers/test_commit.py)."""
+    uri = s3_env.url("job/parts/00000000.json")
+    assert storage.write_new(uri, "a") and not storage.write_new(uri, "b")
+    assert storage.read_text(uri) == "a"
 
 
 def test_transient_errors_are_retried_with_backoff(s3_env: S3Bucket) -> None:
@@ -108,7 +82,7 @@ def test_transient_errors_are_retried_with_backoff(s3_env: S3Bucket) -> None:
         attempts.append(1)
         return (503, _error("SlowDown")) if len(attempts) <= 2 else None
 
-    uri = s3_env.url("job/commits/t.json")
+    uri = s3_env.url("job/parts/t.json")
     with inject("PutObject", slow_down):
         assert storage.write_new(uri, "{}")  # fault: 503 SlowDown twice, then the server answers
     assert len(attempts) == 3 and storage.read_text(uri) == "{}"
@@ -250,9 +224,9 @@ def test_export_to_s3_is_never_half_visible(s3_env: S3Bucket, tiny_pusht_store) 
 
 def test_lerobot_parts_on_s3_and_a_partial_assembly_is_redone(s3_env: S3Bucket, tmp_path: Path,
                                                                monkeypatch) -> None:
-    """Replicas write their parts straight to s3:// (the Zarr shard, the LeRobot part) and release
-    the episodes' uploads; the Zarr index reads back over the shards, a part made again reads
-    its episodes from the shard; a LeRobot assembly that died before its last object
+    """Replicas write their parts straight to s3:// (the Zarr shard, the LeRobot part) and commit
+    them; the Zarr index reads back over the shards, a part made again reads its episodes from
+    the shard; a LeRobot assembly that died before its last object
     (meta/info.json) leaves no completion marker, and the rerun assembles again."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -262,8 +236,9 @@ def test_lerobot_parts_on_s3_and_a_partial_assembly_is_redone(s3_env: S3Bucket, 
 
     monkeypatch.setenv("IWS_CACHE_DIR", str(tmp_path / "cache"))
     out, features = s3_env.url("run"), pusht_features(resolution=32)
-    records = [commit(out, stage_episode(out, make_pusht_episode(features, i, 5, episode_id=f"tiny-{i:06d}"),
-                                         i, features)) for i in range(3)]
+    episodes = [make_pusht_episode(features, i, 5, episode_id=f"tiny-{i:06d}") for i in range(3)]
+    records = [episode_record(e, i, storage.join(out, "dataset", "shards", f"{i:08d}.zarr"))
+               for i, e in enumerate(episodes)]
     spec = JobSpec.model_validate(job_dict("model", {"images": ["x.png"]}, out,
                                            output={"path": out, "formats": ["zarr", "lerobot"]}))
     groups = [[EpisodeSpec(job_id="tiny", index=i, episode_id=r.episode_id, seed=i, init_ref="x.png",
@@ -271,11 +246,9 @@ def test_lerobot_parts_on_s3_and_a_partial_assembly_is_redone(s3_env: S3Bucket, 
               for a, b in ((0, 2), (2, 3))]
     for group in groups:
         rows = [records[e.index] for e in group]
-        stored = parts.stored_episodes(out, spec, rows)
-        assert stored is not None
-        parts.write_part(out, spec, group[0].index, stored, rows, features)
-        parts.release_stores(out, spec, rows)
-    assert storage.list_names(storage.join(out, "episodes")) == [], "each episode stored once, in its part"
+        parts.write_part(out, spec, group[0].index, [episodes[e.index] for e in group], rows, features)
+    assert not storage.exists(storage.join(out, "episodes")), "each episode stored once, in its part"
+    assert sorted(parts.committed_records(out)) == [r.episode_id for r in records]
     by_id = {r.episode_id: r for r in records}
     sharded = open_dataset(assemble_zarr(spec, groups, by_id, features))  # the index over the s3:// shards
     assert [e.checksum() for e in sharded] == [r.checksum for r in records]

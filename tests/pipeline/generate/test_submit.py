@@ -33,7 +33,7 @@ from tests.fixtures.s3 import S3Bucket, free_ports
 from tests.pipeline.generate.rerun import rerolled_checksums
 from tests.workers.jobs import job_dict, write_job
 from workers import parts
-from workers.writer import committed_records
+from workers.parts import committed_records
 
 EPISODES = 24
 WAIT_S = 180.0
@@ -71,8 +71,9 @@ def _submit(head: RayHead, capsys, *args: str) -> tuple[int, str]:
 
 
 def _markers(bucket: S3Bucket) -> dict[str, str]:
-    listed = bucket.server.client().list_objects_v2(Bucket=bucket.name, Prefix="run/commits/")
-    return {k["Key"]: k["ETag"] for k in listed.get("Contents", [])}
+    """The part records (each the commit of a group) by key, with their ETags."""
+    listed = bucket.server.client().list_objects_v2(Bucket=bucket.name, Prefix="run/parts/")
+    return {k["Key"]: k["ETag"] for k in listed.get("Contents", []) if re.fullmatch(r"run/parts/\d{8}\.json", k["Key"])}
 
 
 def test_stop_then_resubmit_resumes_on_s3(ray_head: RayHead, s3_env: S3Bucket, tmp_path: Path,
@@ -92,7 +93,7 @@ def test_stop_then_resubmit_resumes_on_s3(ray_head: RayHead, s3_env: S3Bucket, t
     assert code == 0 and "iws generate job.yaml --no-progress" in printed
     job_id = re.search(r"submitted tiny as (\S+) to", printed)[1]  # type: ignore[index]
     deadline = time.monotonic() + WAIT_S
-    while len(_markers(s3_env)) < 2 and time.monotonic() < deadline:
+    while len(_markers(s3_env)) < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     code, printed = _submit(ray_head, capsys, "--stop", job_id)  # fault: the job is stopped mid-run
     assert code == 0 and f"job {job_id}: STOPPED" in printed
@@ -101,20 +102,20 @@ def test_stop_then_resubmit_resumes_on_s3(ray_head: RayHead, s3_env: S3Bucket, t
     logs = client.get_job_logs(job_id)
     assert "interrupted; committed work is kept" in logs, logs[-3000:]
     before = committed_records(out)
-    assert 2 <= len(before) < EPISODES
+    assert 1 <= len(before) < EPISODES
     part_of = {episode_id: p for p in parts.read_parts(out).values() for episode_id, _ in p.episodes}
-    for record in before.values():  # every committed episode is complete and matches its marker
-        episode = parts.read_committed(out, record, part_of.get(record.episode_id))  # store or shard
+    for record in before.values():  # every committed episode is complete and matches its record
+        episode = parts.read_committed(out, record, part_of.get(record.episode_id))  # from the shard
         assert not isinstance(episode, str) and episode.checksum() == record.checksum, episode
     manifest = RunManifest.model_validate_json(storage.read_text(f"{out}/manifest.json"))
     assert manifest.finished is None and manifest.episodes_committed <= len(before)
 
     client, etags = s3_env.server.client(), _markers(s3_env)
-    lost = sorted(before)[-1]  # fault: a crash between an episode's upload and its marker
-    client.delete_object(Bucket=s3_env.name, Key=f"run/commits/{lost}.json")
-    del etags[f"run/commits/{lost}.json"]
-    orphan = f"run/episodes/tiny-{EPISODES - 1:06d}.deadbeef0000"  # fault: a writer killed mid-upload
-    client.put_object(Bucket=s3_env.name, Key=f"{orphan}/data/top/0.0.0.0", Body=b"partial")
+    lost = sorted(etags)[-1]  # fault: a crash between a group's upload and its record
+    client.delete_object(Bucket=s3_env.name, Key=lost)
+    del etags[lost]
+    orphan = f"run/dataset/shards/{EPISODES - 1:08d}.zarr"  # fault: a writer killed mid-upload
+    client.put_object(Bucket=s3_env.name, Key=f"{orphan}/data/top/c/0/0/0/0", Body=b"partial")
 
     code, printed = _submit(ray_head, capsys, str(job))  # the same job again, followed: it resumes
     assert code == 0 and f"progress: {EPISODES}/{EPISODES} episodes" in printed, printed[-3000:]
@@ -122,9 +123,10 @@ def test_stop_then_resubmit_resumes_on_s3(ray_head: RayHead, s3_env: S3Bucket, t
     records = committed_records(out)
     assert sorted(r.index for r in records.values()) == list(range(EPISODES))  # none lost, none twice
     assert all(records[k].checksum == r.checksum for k, r in before.items())  # byte-identical
-    assert {k: v for k, v in _markers(s3_env).items() if k in etags} == etags, "a marker was rewritten"
-    # The orphan and the unreferenced upload are gone, and every store was released into the datasets.
-    assert storage.list_names(f"{out}/episodes") == []
+    assert {k: v for k, v in _markers(s3_env).items() if k in etags} == etags, "a commit was rewritten"
+    # The orphan upload is gone (no part record names it), and nothing is stored per episode.
+    assert f"{EPISODES - 1:08d}.zarr" not in storage.list_names(f"{out}/dataset/shards")
+    assert storage.list_names(f"{out}/episodes") == [] and storage.list_names(f"{out}/commits") == []
 
     manifest = RunManifest.model_validate_json(storage.read_text(f"{out}/manifest.json"))
     assert manifest.finished is not None and manifest.episodes_committed == EPISODES

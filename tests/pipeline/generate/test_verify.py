@@ -18,7 +18,7 @@ from sim_model.data.formats import open_dataset
 from tests.fixtures.store import build_tiny_pusht_store
 from tests.pipeline.generate.test_generate_job import _check_lerobot, marker_times
 from tests.workers.jobs import job_dict, write_job
-from workers.writer import committed_records
+from workers.parts import committed_records
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +77,9 @@ def test_a_deleted_shard_is_made_again_and_the_lerobot_copy_assembled_again(outp
 def test_a_damaged_lerobot_copy_is_found_and_made_again_from_the_shards(
         output: tuple[Path, Path], capsys: pytest.CaptureFixture) -> None:
     """Item 2: garbage meta/info.json, a truncated video, a deleted data file: named by `iws
-    verify`, and a rerun makes those parts' LeRobot files again from their shards (no episode
-    committed again) and assembles the copy again."""
+    verify`, and a rerun makes those parts' LeRobot files again from their shards (no group
+    rolled again: the other parts' records untouched, the same checksums) and assembles the copy
+    again."""
     out, job = output
     records, commits = committed_records(str(out)), marker_times(out)
     keys = _keys(out)
@@ -92,7 +93,10 @@ def test_a_damaged_lerobot_copy_is_found_and_made_again_from_the_shards(
     for damaged in (video, data, out / "lerobot" / "meta" / "info.json"):
         assert str(damaged.relative_to(out)) in said, said
     assert main(["generate", str(job), "--no-progress"]) == 0
-    assert marker_times(out) == commits, "an episode was committed again"
+    again = marker_times(out)
+    assert sorted(n for n in again if again[n] != commits[n]) == [f"{keys[2]:08d}.json", f"{keys[3]:08d}.json"]
+    assert {k: r.checksum for k, r in committed_records(str(out)).items()} == \
+        {k: r.checksum for k, r in records.items()}, "a group was made differently"
     _check_lerobot(out, records)
     assert main(["verify", str(out)]) == 0
 
@@ -104,7 +108,7 @@ def test_truncated_shard_files_are_made_again(output: tuple[Path, Path]) -> None
     keys = _keys(out)
     chunk = next(p for p in sorted((_shard(out, keys[-1]) / "data").rglob("*")) if p.is_file() and p.name[0] != ".")
     chunk.write_bytes(chunk.read_bytes()[:20])
-    meta = _shard(out, keys[0]) / "meta" / "episode_meta" / "0"
+    meta = _shard(out, keys[0]) / "meta" / "episode_meta" / "c" / "0"
     meta.write_bytes(meta.read_bytes()[:10])
     assert main(["verify", str(out), "--quick"]) == 1
     assert main(["generate", str(job), "--no-progress"]) == 0

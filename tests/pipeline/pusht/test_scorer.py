@@ -136,12 +136,11 @@ def test_generation_job_labels_episodes_with_coverage(tmp_path, tiny_checkpoint,
     from sim_model.data.store import EpisodeStore
     from tests.workers.jobs import job_dict
     from workers.replica import WorldModelReplica
-    from workers.writer import episode_uri
 
-    out = tmp_path / "out"  # the stores kept: 'keep' leaves failed episodes out of the datasets
+    out = tmp_path / "out"  # 'label': every episode in its group's shard, scored
     job = job_dict(tiny_checkpoint, {"dataset": tiny_pusht_store.path}, out, episodes=2,
-                   output={"path": str(out), "keep_episode_stores": True},
-                   filter={"scorer": "pusht_coverage", "mode": "keep"},
+                   output={"path": str(out)},
+                   filter={"scorer": "pusht_coverage", "mode": "label"},
                    action_sources={"demo": {"kind": "policy",
                                             "policy": "pipeline.pusht.demonstrator:PushTDemonstrator"}})
     plan = preflight(JobSpec.model_validate(job))
@@ -155,8 +154,9 @@ def test_generation_job_labels_episodes_with_coverage(tmp_path, tiny_checkpoint,
         records = replica.roll_group(batch)
     finally:
         torch.set_num_threads(threads)
-    for episode_spec, record in zip(batch, records, strict=True):
-        episode = EpisodeStore.open(episode_uri(replica.out, episode_spec.episode_id)).episode(0)
+    shard = EpisodeStore.open(out / "dataset" / "shards" / "00000000.zarr")
+    for row, record in enumerate(records):
+        episode = shard.episode(row)
         assert episode.meta.source == "policy:pipeline.pusht.demonstrator:PushTDemonstrator"
         assert (record.score, record.success) == tuple(score_episode(episode))
 
