@@ -144,3 +144,26 @@ def test_a_bit_flip_that_keeps_the_size_is_found_by_reading_back_and_refused_by_
     assert main(["verify", str(out), "--repair"]) == 0
     assert _checksums(out) == before
     assert main(["export", "zarr-dp", str(out / "dataset"), str(tmp_path / "dp")]) == 0
+
+
+def test_an_output_of_the_per_episode_protocol_is_made_again_and_its_leftovers_removed(
+        output: tuple[Path, Path], capsys: pytest.CaptureFixture) -> None:
+    """An output written before group commits: part records without episodes' records, one
+    store and one marker per episode under episodes/ and commits/. A rerun commits every group
+    again (same seeds, same bytes) and removes what the old protocol stored per episode."""
+    out, job = output
+    records = committed_records(str(out))
+    for marker in (out / "parts").glob("*.json"):
+        old = json.loads(marker.read_text())
+        old.pop("records")
+        marker.write_text(json.dumps(old))
+    for record in records.values():
+        (out / "commits").mkdir(exist_ok=True)
+        (out / "commits" / f"{record.episode_id}.json").write_text(record.model_dump_json())
+    (out / "episodes" / "tiny-000000").mkdir(parents=True)
+    assert committed_records(str(out)) == {}
+    assert main(["generate", str(job), "--no-progress"]) == 0
+    again = committed_records(str(out))
+    assert {k: r.checksum for k, r in again.items()} == {k: r.checksum for k, r in records.items()}
+    assert not (out / "episodes").exists() and not (out / "commits").exists()
+    _check_lerobot(out, again)

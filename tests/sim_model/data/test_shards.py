@@ -56,11 +56,16 @@ def test_shards_read_as_one_dataset_in_index_order(tmp_path: Path) -> None:
         dataset.window(4, 0, 3)
 
 
-def test_each_shard_is_a_diffusion_policy_store(tmp_path: Path) -> None:
+def test_each_shard_is_a_packed_store_of_a_handful_of_objects(tmp_path: Path) -> None:
+    """A shard is zarr 3 with each array one object (images through the sharding codec), so its
+    object count does not grow with its episodes; DP's layout is `iws export zarr-dp`'s."""
     root = tmp_path / "dataset"
     episodes = _build(root, {0: [0, 1], 2: [2, 3, 4]})
     shard = zarr.open_group(str(root / "shards" / "00000002.zarr"), mode="r")
-    assert shard.metadata.zarr_format == 2  # what DP's zarr 2.x opens
+    assert shard.metadata.zarr_format == 3
+    files = [p for p in (root / "shards" / "00000002.zarr").rglob("*") if p.is_file()]
+    arrays = 2 + len(shard["data"])  # episode_ends, episode_meta and the data arrays
+    assert len(files) == 3 + 2 * arrays, sorted(str(f) for f in files)  # zarr.json per node + one object per array
     ends = shard["meta"]["episode_ends"][:]
     assert list(ends) == list(np.cumsum(LENGTHS[2:]))
     np.testing.assert_array_equal(shard["data"]["action"][:], np.concatenate([e.action for e in episodes[2:]]))
@@ -87,7 +92,7 @@ def test_shards_the_index_does_not_name_are_not_read(tmp_path: Path) -> None:
 def test_missing_or_damaged_index_and_shards_say_what_to_do(tmp_path: Path) -> None:
     root = tmp_path / "dataset"
     _build(root, {0: [0, 1], 2: [2]})
-    (root / "shards" / "00000002.zarr" / "meta" / "episode_ends" / "0").unlink()  # shard 2 truncated to 0 episodes
+    (root / "shards" / "00000002.zarr" / "meta" / "episode_ends" / "c" / "0").unlink()  # shard 2 truncated to 0 episodes
     dataset = open_dataset(root)
     assert dataset.episode(0).meta.episode_id == "job-000000"
     with pytest.raises(SpecError, match="rerun the job"):
