@@ -1,7 +1,7 @@
 """The output lease: one run at a time owns a job's output (OUT/lease.json).
 
 Two runs on one output undo each other: a run's cleanups delete what looks abandoned (local
-staging directories, S3 uploads no marker names), which is exactly what the other run is still
+staging directories, shards no part record names), which is exactly what the other run is still
 writing. So the driver takes the lease before it touches the output, renews it while it runs and
 releases it at the end, and the cleanups require it (`Lease.verify`).
 

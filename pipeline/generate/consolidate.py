@@ -104,7 +104,7 @@ def assemble_lerobot(spec: JobSpec, groups: list[list[EpisodeSpec]], records: di
 
     Skipped when its completion marker names the same kept episodes and camera keys, unless
     `refresh`. StaleParts if a group's part is missing or disagrees with the committed episodes
-    (the driver withdraws those and has them made again). The marker is removed before and
+    (the driver has those groups made again). The marker is removed before and
     written after the assembly, so one that died part way is redone, never taken as finished.
     `found`: the part records, when the caller has read them already."""
     out = spec.output.path

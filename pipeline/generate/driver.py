@@ -108,12 +108,12 @@ class _JobRun:
         self.began = began  # time.monotonic() when run_job was called
         self.out = plan.spec.output.path
         self.digest, self.started = spec_hash(plan.spec), outputs.now()
-        self.wanted = {e.episode_id for e in plan.episodes}
         self.groups = job_groups(self.spec, self.plan.episodes)
         found = parts.read_parts(self.out)
         self.parts = verify.mark(self.out, found, verify.inspect(self.out, found, deep=deep), lease)
         self.done = self._commits()
-        self.reported: set[str] = set()  # episodes the replicas reported committed in this pass
+        # Episodes the replicas reported committed in this pass (read back from storage after it).
+        self.reported: dict[str, EpisodeRecord] = {}
         self.progress = Progress(total=self.spec.episodes, done=len(self.done), resumed=len(self.done))
         self.last_write = time.monotonic()
 
@@ -164,7 +164,7 @@ class _JobRun:
     def on_record(self, record: EpisodeRecord) -> None:
         self.lease.raise_if_lost()  # taken over: stop now rather than write beside the new owner
         if record.episode_id not in self.done and record.episode_id not in self.reported:
-            self.reported.add(record.episode_id)
+            self.reported[record.episode_id] = record
             self.progress.done = len(self.done) + len(self.reported)
             self.progress.frames += record.length
         self._notify()
@@ -194,7 +194,8 @@ class _JobRun:
 
     def write_manifest(self, finished: str | None = None, datasets: dict[str, str] | None = None,
                        in_datasets: int | None = None, index: str | None = None) -> RunManifest:
-        manifest = outputs.manifest_for(self.spec, self.digest, self.plan.model_hash, self.done.values(),
+        committed = {**self.reported, **self.done}
+        manifest = outputs.manifest_for(self.spec, self.digest, self.plan.model_hash, committed.values(),
                                         self.started, finished, datasets, in_datasets, index)
         outputs.write_manifest(self.out, manifest)
         return manifest
