@@ -25,13 +25,6 @@ from workers.writer import CommitConflict, episode_record
 FEATURES = pusht_features(resolution=16)
 
 
-@pytest.fixture(params=["local", "s3"])
-def out(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "local":
-        return str(tmp_path / "out")
-    return request.getfixturevalue("s3_env").url("out")
-
-
 def _job(out: str) -> JobSpec:
     return JobSpec.model_validate(job_dict("model", {"images": ["x.png"]}, out, output={"path": out}))
 

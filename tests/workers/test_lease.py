@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,14 +15,6 @@ from sim_model import storage
 from tests.fixtures.ray_cluster import REPO_ROOT
 from workers import lease
 from workers.lease import LeaseHeld, LeaseLost
-
-
-@pytest.fixture(params=["local", "s3"])
-def out(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A job output: a local directory, or a prefix in a fresh bucket of the test S3 server."""
-    if request.param == "local":
-        return str(tmp_path / "out")
-    return request.getfixturevalue("s3_env").url("out")
 
 
 def test_a_second_run_is_refused_with_the_owner_named(out: str) -> None:
