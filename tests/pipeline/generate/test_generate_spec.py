@@ -46,6 +46,15 @@ def test_example_job_validates_as_a_spec() -> None:
     assert len(list(Path(spec.init.images[0]).parent.glob("*.png"))) == 8
 
 
+def test_a_spec_without_a_model_takes_the_first_tasks_bundled_model(tmp_path: Path) -> None:
+    from pipeline.tasks.registry import default_task
+
+    job = job_dict("unused", {"images": [str(EXAMPLES / "pusht_init" / "*.png")]}, tmp_path / "out")
+    del job["model"]
+    spec = load_job(write_job(tmp_path / "job.yaml", job))
+    assert spec.model == default_task().bundled_model
+
+
 def test_relative_paths_resolve_against_the_job_file(tmp_path: Path, tiny_checkpoint: Path) -> None:
     (tmp_path / "sub").mkdir()
     job = job_dict("model_dir/m", {"images": ["frames/*.png"]}, "out")
