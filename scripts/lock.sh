@@ -23,7 +23,7 @@ else
     venv="$work/venv"
     "$PYTHON" -m venv "$venv"
     "$venv/bin/pip" install -q --upgrade pip
-    "$venv/bin/pip" install -q ./requirements/opencv-python -e ".[test]"
+    "$venv/bin/pip" install -q ./requirements/opencv-python -e ".[test,rope,sweep]"
 fi
 "$venv/bin/pip" check
 "$venv/bin/python" scripts/check_env.py

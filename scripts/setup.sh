@@ -45,7 +45,7 @@ echo "setup: installing into .venv the versions in $LOCK (a few minutes the firs
 .venv/bin/pip install -q -c "$LOCK" --upgrade pip
 # requirements/opencv-python stands in for gym-pusht's opencv-python, so that the only cv2 is
 # lerobot's opencv-python-headless (the file says why).
-.venv/bin/pip install -q -c "$LOCK" ./requirements/opencv-python -e ".[test]"
+.venv/bin/pip install -q -c "$LOCK" ./requirements/opencv-python -e ".[test,rope,sweep]"
 # A venv made before the stand-in held the real opencv-python; replacing it just now deleted
 # cv2/ files that opencv-python-headless shares with it. Put them back.
 .venv/bin/python -c "import cv2" 2>/dev/null \

@@ -66,7 +66,8 @@ def test_pip_check_finds_no_broken_requirement() -> None:
 
 def test_the_lock_pins_every_declared_dependency_inside_its_range() -> None:
     pins = _lock()
-    declared = [Requirement(r) for r in PROJECT["dependencies"] + PROJECT["optional-dependencies"]["test"]]
+    extras = [r for group in PROJECT["optional-dependencies"].values() for r in group]
+    declared = [Requirement(r) for r in PROJECT["dependencies"] + extras]
     for req in declared:
         name = canonicalize_name(req.name)
         assert name in pins, f"{req.name} is declared but not locked; refresh the lock (make lock)"
@@ -91,8 +92,14 @@ def test_the_installed_versions_are_the_locked_ones() -> None:
 def test_the_image_installs_with_the_lock() -> None:
     text = DOCKERFILE.read_text()
     assert re.search(r"^COPY requirements ", text, re.MULTILINE)
-    install = re.search(r"pip install -c requirements/constraints\.txt ./requirements/opencv-python \.", text)
+    install = re.search(r"pip install -c requirements/constraints\.txt ./requirements/opencv-python "
+                        r"'\.\[([a-z,]+)\]'", text)
     assert install, "the Dockerfile must install iws with the lock and the OpenCV stand-in"
+    from pipeline.tasks.registry import TASKS
+
+    task_extras = set(PROJECT["optional-dependencies"]) & set(TASKS)
+    assert task_extras <= set(install.group(1).split(",")), \
+        f"the image must install every task's extra ({sorted(task_extras)}), not {install.group(1)}"
     pins = _lock()
     args = dict(re.findall(r"^ARG (\w+_VERSION)=(\S+)$", text, re.MULTILINE))
     for arg, package in {"TORCH_VERSION": "torch", "TORCHVISION_VERSION": "torchvision",

@@ -112,7 +112,9 @@ class RopeSim:
     def reset_to(self, state: State) -> State:
         """Start from a given state (the rope's points are re-linked at SEGMENT_LENGTH spacing
         along them); a new space each time, so an episode depends only on its start and actions."""
-        import pymunk
+        from pipeline.tasks.extras import require
+
+        pymunk = require("pymunk", "rope")
 
         space = pymunk.Space()
         space.gravity = (0.0, 0.0)

@@ -110,7 +110,9 @@ class SweepSim:
     def reset_to(self, pushers: np.ndarray, particles: np.ndarray) -> State:
         """Start from given pusher (2, 2) and disc (N, 2) positions; a new space each time, so an
         episode depends only on its start and actions."""
-        import pymunk
+        from pipeline.tasks.extras import require
+
+        pymunk = require("pymunk", "sweep")
 
         pushers = np.asarray(pushers, np.float64).reshape(2, 2)
         particles = np.asarray(particles, np.float64).reshape(-1, 2)

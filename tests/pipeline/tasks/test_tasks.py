@@ -75,3 +75,16 @@ def test_ground_truth_refuses_a_store_of_another_task(tmp_path) -> None:
     (tmp_path / "lerobot" / "meta" / "info.json").write_text("{}")
     with pytest.raises(SpecError, match="--ground-truth sweep needs a Zarr episode store"):
         sweep_starts([spec.model_copy(update={"init_ref": str(tmp_path / "lerobot")})])
+
+
+def test_a_task_without_its_extra_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    from pipeline.cli import main
+
+    monkeypatch.setitem(sys.modules, "pymunk", None)  # import pymunk now raises ImportError
+    out = tmp_path / "rope.zarr"
+    assert main(["collect", "rope", "--episodes", "1", "--steps", "2", "--workers", "1",
+                 "--out", str(out), "--no-progress"]) == 2
+    assert "pip install 'iws[rope]'" in capsys.readouterr().err
