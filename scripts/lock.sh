@@ -23,12 +23,12 @@ else
     venv="$work/venv"
     "$PYTHON" -m venv "$venv"
     "$venv/bin/pip" install -q --upgrade pip
-    "$venv/bin/pip" install -q ./requirements/opencv-python -e ".[test,rope,sweep]"
+    "$venv/bin/pip" install -q ./requirements/opencv-python -e ".[test,rope,sweep,mug]"
 fi
 "$venv/bin/pip" check
 "$venv/bin/python" scripts/check_env.py
 {
-    echo "# The lock: every distribution iws[test] installs, pinned. Refresh with \`make lock\`"
+    echo "# The lock: every distribution iws[test] and the task extras install, pinned. Refresh with \`make lock\`"
     echo "# (scripts/lock.sh says how). Used as pip constraints (-c) by scripts/setup.sh and"
     echo "# infra/docker/Dockerfile. CPython 3.11, Linux x86_64."
     "$venv/bin/pip" freeze --all --exclude-editable | grep -v -i -E '^(iws|opencv-python)( |=|@)'

@@ -15,12 +15,14 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 missing=""
 command -v ffmpeg >/dev/null 2>&1 || missing="$missing ffmpeg"
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+# OSMesa: MuJoCo's offscreen rendering for the mug task (iws[mug]).
+compgen -G "/usr/lib/*/libOSMesa.so*" >/dev/null || missing="$missing libosmesa6"
 if [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing system packages:$missing"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 elif [ -n "$missing" ]; then
-    echo "setup: no apt-get here; install$missing yourself (chromium only for the teleop test)" >&2
+    echo "setup: no apt-get here; install$missing yourself (chromium only for the teleop test, libosmesa6 for the mug task)" >&2
 fi
 
 LOCK=requirements/constraints.txt
@@ -45,7 +47,7 @@ echo "setup: installing into .venv the versions in $LOCK (a few minutes the firs
 .venv/bin/pip install -q -c "$LOCK" --upgrade pip
 # requirements/opencv-python stands in for gym-pusht's opencv-python, so that the only cv2 is
 # lerobot's opencv-python-headless (the file says why).
-.venv/bin/pip install -q -c "$LOCK" ./requirements/opencv-python -e ".[test,rope,sweep]"
+.venv/bin/pip install -q -c "$LOCK" ./requirements/opencv-python -e ".[test,rope,sweep,mug]"
 # A venv made before the stand-in held the real opencv-python; replacing it just now deleted
 # cv2/ files that opencv-python-headless shares with it. Put them back.
 .venv/bin/python -c "import cv2" 2>/dev/null \
