@@ -3,6 +3,9 @@ handle under gravity and friction, three cameras (front, side, wrist), in MuJoCo
 
     env.py         the simulator (MugSim), its state, cameras and the held test
     primitives.py  scripted play covering grasped / slipped / tipped / nudged
+    features.py    what a recording holds (three cameras, 4-D action and state, mug pose, held)
+    collect.py     scripted play into an EpisodeStore, byte-identical for any workers, resumable
 
-Not yet a registered task: its collection, scorer, demonstrator and bundled model come next.
+Not yet a registered task (so not yet `iws collect mug`): its pixel scorer, plausibility
+checks, demonstrator, ground truth and bundled model come next.
 """
