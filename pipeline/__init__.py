@@ -13,10 +13,13 @@ Top first; a part imports only the parts below it (tests/test_import_graph.py):
     tasks/registry.py   TASKS: the tasks by name; the CLI's task choices, job specs' scorer names
                         and ground truths come from it
     pusht/, sweep/      the tasks, one folder each: PushT (gym-pusht) and bimanual pile sweeping
-    rope/               rope routing (deformable): a pymunk rope and clip, no bundled model yet
+    rope/               rope routing (deformable): a pymunk rope and clip, and its bundled model
+    mug/                mug grasping in MuJoCo (gripper, three cameras): simulator, play and
+                        scorer so far, not yet a registered task
     tasks/base.py,      the Task interface and what every task's collection and ground truth
       tasks/collecting.py, share
-      tasks/truth.py
+      tasks/truth.py,
+      tasks/extras.py   (a task's simulator as an optional extra of iws)
     ray_connect.py      joining or starting Ray, for generation and training alike
     ray_reaper.py       ends an embedded Ray's agents at once when its driver is killed
     ray_jobs.py         Ray's Jobs API: what `iws submit` sends, follows and stops

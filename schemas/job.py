@@ -202,18 +202,6 @@ class FilterSpec(BaseModel):
         return self
 
 
-def _default_model() -> str:
-    """The bundled model of the registry's first task (pipeline/tasks/registry.py), read when a
-    spec leaves `model` out; imported here, not at module level, since the tasks import schemas."""
-    from pipeline.tasks.registry import default_task
-
-    model = default_task().bundled_model
-    if model is None:
-        raise ValueError("model: the first task of the registry ships no bundled model; name a "
-                         "checkpoint directory")
-    return model
-
-
 class JobSpec(BaseModel):
     """A generation job: which model, from which frames, driven by which actions, how many, where to.
 
@@ -226,9 +214,9 @@ class JobSpec(BaseModel):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Job id; names episodes "
                       "('<name>-000042') and, with `seed`, derives every episode's seed.")
-    model: str = Field(default_factory=lambda: _default_model(), description="Checkpoint directory "
-                       "or s3:// prefix, or a bundled model name ('pusht'); default: the bundled "
-                       "model of the task registry's first task.")
+    model: str = Field(default="", description="Checkpoint directory or s3:// prefix, or a bundled "
+                       "model name ('pusht'); left out: the bundled model of the task registry's "
+                       "first task (pipeline/tasks/registry.py), filled in when the job is loaded.")
     task: str = Field(default="", description="Task text stored with every episode.")
     init: InitSpec = Field(description="Source of initial frames.")
     action_sources: dict[str, ActionSourceSpec] = Field(

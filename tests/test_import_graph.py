@@ -40,7 +40,7 @@ PIPELINE = (
     ("pipeline.commands",),
     ("pipeline.generate", "pipeline.evaluation", "pipeline.teleop", "pipeline.train"),
     ("pipeline.tasks.registry",),
-    ("pipeline.pusht", "pipeline.sweep", "pipeline.rope"),
+    ("pipeline.pusht", "pipeline.sweep", "pipeline.rope", "pipeline.mug"),
     ("pipeline.tasks", "pipeline.ray_connect", "pipeline.ray_reaper", "pipeline.ray_jobs"),  # import nothing of pipeline
 )
 

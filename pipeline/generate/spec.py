@@ -42,7 +42,8 @@ def resolve_paths(spec: JobSpec, base: Path, output: str | None = None) -> JobSp
     directory, as command-line paths do.
     """
     data = spec.model_copy(deep=True)
-    data.model = _resolve_model(data.model, base)
+    if data.model:  # left out: load_job fills in the registry's default
+        data.model = _resolve_model(data.model, base)
     if data.init.dataset is not None:
         data.init.dataset = _resolve(data.init.dataset, base)
     if data.init.images is not None:
@@ -87,7 +88,20 @@ def load_job(path: str | Path, output: str | None = None, model: str | None = No
     spec = resolve_paths(spec, path.resolve().parent, output)
     if model is not None:
         spec.model = _resolve_model(model, Path.cwd())
+    if not spec.model:
+        spec.model = _default_model()
     return spec
+
+
+def _default_model() -> str:
+    """The bundled model of the registry's first task: what a spec without `model` runs."""
+    from pipeline.tasks.registry import default_task
+
+    model = default_task().bundled_model
+    if model is None:
+        raise SpecError("model: the job names no model and the first task of the registry ships "
+                        "none; name a checkpoint directory or a bundled model.")
+    return model
 
 
 def spec_hash(spec: JobSpec) -> str:
