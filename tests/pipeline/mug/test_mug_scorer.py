@@ -48,3 +48,21 @@ def test_the_scorer_names_the_cameras_it_needs() -> None:
                          state=episode.state, extras=episode.extras)
     with pytest.raises(ValueError, match="'front' and 'side'"):
         score_episode(only_wrist)
+
+
+def test_plausibility_is_high_on_real_frames_and_low_when_the_views_disagree() -> None:
+    from pipeline.mug.scorer import plausibility
+
+    episode, _ = _first_and_last("grasp", 3)
+    real = plausibility(episode)
+    assert real["plausibility"] > 0.5 and real["mug_visible"] == 1.0
+    side = episode.frames["side"].copy()
+    side[-1] = np.roll(side[-1], 12, axis=1)  # the side view's mug moved, the front's did not
+    moved = plausibility(Episode(frames={**episode.frames, "side": side}, action=episode.action,
+                                 meta=episode.meta, state=episode.state, extras=episode.extras))
+    assert moved["plausibility"] < real["plausibility"] - 0.3
+    front = episode.frames["front"].copy()
+    front[-1] = 128  # a grey frame: no mug in the front view
+    lost = plausibility(Episode(frames={**episode.frames, "front": front}, action=episode.action,
+                                meta=episode.meta, state=episode.state, extras=episode.extras))
+    assert lost["plausibility"] == 0.0 and lost["mug_visible"] < 1.0
