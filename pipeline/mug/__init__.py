@@ -8,7 +8,8 @@ handle under gravity and friction, three cameras (front, side, wrist), in MuJoCo
     vision.py      the mug's mask and its centre triangulated from the two fixed views
     scorer.py      `mug_held` from pixels (benchmarks/results/scorer_mug.md: r 0.991 over 630 frames)
                    and the cross-view plausibility check
+    demonstrator.py  MugDemonstrator: grasps from pixels, closed loop (a `--policy` source)
 
-Not yet a registered task (so not yet `iws collect mug`): its demonstrator,
-ground truth, task entry and bundled model come next.
+Not yet a registered task (so not yet `iws collect mug`): its ground truth,
+task entry, example job and bundled model come next.
 """
