@@ -14,8 +14,7 @@ Top first; a part imports only the parts below it (tests/test_import_graph.py):
                         and ground truths come from it
     pusht/, sweep/      the tasks, one folder each: PushT (gym-pusht) and bimanual pile sweeping
     rope/               rope routing (deformable): a pymunk rope and clip, and its bundled model
-    mug/                mug grasping in MuJoCo (gripper, three cameras): simulator, play and
-                        scorer so far, not yet a registered task
+    mug/                mug grasping in MuJoCo (gripper, three cameras), no bundled model yet
     tasks/base.py,      the Task interface and what every task's collection and ground truth
       tasks/collecting.py, share
       tasks/truth.py,

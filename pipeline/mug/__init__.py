@@ -1,4 +1,4 @@
-"""Mug grasping (issue 30's second regime, in progress): a parallel-jaw gripper, a mug with a
+"""Mug grasping (issue 30's second regime): a parallel-jaw gripper, a mug with a
 handle under gravity and friction, three cameras (front, side, wrist), in MuJoCo.
 
     env.py         the simulator (MugSim), its state, cameras and the held test
@@ -9,7 +9,8 @@ handle under gravity and friction, three cameras (front, side, wrist), in MuJoCo
     scorer.py      `mug_held` from pixels (benchmarks/results/scorer_mug.md: r 0.991 over 630 frames)
                    and the cross-view plausibility check
     demonstrator.py  MugDemonstrator: grasps from pixels, closed loop (a `--policy` source)
+    truth.py       `--ground-truth mug`: a policy closed loop on the MuJoCo table
+    task.py        the registry's entry (`iws collect mug`)
 
-Not yet a registered task (so not yet `iws collect mug`): its ground truth,
-task entry, example job and bundled model come next.
+No bundled model yet, so no example job either.
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pipeline.mug.task import Mug
 from pipeline.pusht.task import PushT
 from pipeline.rope.task import Rope
 from pipeline.sweep.task import Sweep
@@ -24,6 +25,7 @@ _ORDER: list[Task] = [  # typed, so that mypy checks each entry against the Task
     PushT(),
     Sweep(),
     Rope(),
+    Mug(),
 ]
 TASKS: dict[str, Task] = {task.name: task for task in _ORDER}
 

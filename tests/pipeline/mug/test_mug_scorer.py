@@ -66,3 +66,15 @@ def test_plausibility_is_high_on_real_frames_and_low_when_the_views_disagree() -
     lost = plausibility(Episode(frames={**episode.frames, "front": front}, action=episode.action,
                                 meta=episode.meta, state=episode.state, extras=episode.extras))
     assert lost["plausibility"] == 0.0 and lost["mug_visible"] < 1.0
+
+
+def test_the_analyzer_sees_one_solid_mug_and_none_in_a_grey_frame() -> None:
+    from pipeline.mug.vision import MugAnalyzer
+
+    episode, _ = _first_and_last("nudge", 4)
+    analyzer = MugAnalyzer()
+    front = episode.frames["front"][0]
+    assert analyzer.object_mask(front).sum() > 20 and analyzer.shape_score(front) > 0.9
+    assert analyzer.probe(front)["mug_pixels"] == analyzer.object_mask(front).sum()
+    grey = np.full_like(front, 128)
+    assert analyzer.shape_score(grey) == 0.0 and analyzer.probe(grey)["mug_row"] == -1.0

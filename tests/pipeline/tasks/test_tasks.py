@@ -35,9 +35,9 @@ def test_pusht_is_the_first_entry_and_gives_the_defaults() -> None:
 
 
 def test_unknown_names_list_the_choices() -> None:
-    with pytest.raises(SpecError, match="'mug' is unknown; the tasks are pusht, sweep, rope"):
-        get_task("mug", "--ground-truth")
-    with pytest.raises(SpecError, match="built-in scorers: pusht_coverage, sweep_in_goal, rope_inserted .* a task's name: pusht, sweep, rope"):
+    with pytest.raises(SpecError, match="'cloth' is unknown; the tasks are pusht, sweep, rope, mug"):
+        get_task("cloth", "--ground-truth")
+    with pytest.raises(SpecError, match="built-in scorers: pusht_coverage, sweep_in_goal, rope_inserted, mug_held .* a task's name: pusht, sweep, rope, mug"):
         resolve_scorer("coverage")
 
 
