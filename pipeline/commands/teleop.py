@@ -21,7 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "keyboard or gamepad move the action; recordings are saved to an episode store. Default "
         "keys: a 2-D action (PushT) moves with the arrows or WASD and the left stick; a 4-D "
         "action (two arms, e.g. sweep's x0 y0 x1 y1) moves the first arm with WASD and the left "
-        "stick, the second with the arrows or IJKL and the right stick; Shift for fine moves, "
+        "stick, the second with the arrows or IJKL and the right stick; a gripper (the mug's x y z "
+        "grip) moves over the table with the arrows or WASD, up and down with R/F, closes and "
+        "opens with C/O; Shift for fine moves, "
         "Space to record. The page's Controls panel lists the keys in use. The address printed "
         "at start carries this launch's secret token: only it opens the page. See docs/teleop.md.")
     from pipeline.tasks.registry import default_task

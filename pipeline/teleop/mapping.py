@@ -5,7 +5,8 @@ mapped action dimension; the sim loop integrates it once per control step and cl
 result to FeatureSpec.action_low/high. For PushT that makes the action a 2-D position target
 that the arrow keys, WASD or the left stick push around, as in gym-pusht's own teleop; for two
 arms (sweep's 4-D x0 y0 x1 y1) WASD and the left stick move the first arm's target, the arrows,
-IJKL and the right stick the second's.
+IJKL and the right stick the second's; for a gripper (the mug task's x y z grip) the arrows or
+WASD move it over the table, R/F raise and lower it, C/O close and open it.
 
 The mapping is read from, in order: `--mapping FILE`, `teleop.yaml` beside the checkpoint,
 or a default built from the FeatureSpec (see `default_mapping`).
@@ -207,13 +208,30 @@ _TWO_PAIR_KEYS = [
 ]
 
 
+# A gripper's [x, y, z, grip] (the mug task: metres in the world, y away from the front camera):
+# arrows/WASD + left stick move it over the table (up: away), R/F + right stick's y raise and
+# lower it, C/O + right stick's x close and open the fingers.
+GRIPPER_NAMES = ("x", "y", "z", "grip")
+_GRIPPER_KEYS = [
+    (["ArrowRight", "d"], ["ArrowLeft", "a"], 0, False),
+    (["ArrowUp", "w"], ["ArrowDown", "s"], 1, True),
+    (["r", "PageUp"], ["f", "PageDown"], 3, True),
+    (["c"], ["o"], 2, False),
+]
+
+
 def default_mapping(features: FeatureSpec) -> ActionMapping:
     """Up to 2-D: arrows/WASD + left stick. 3-4 D (two arms): WASD + left stick on dims 0-1,
-    arrows/IJKL + right stick on dims 2-3.
+    arrows/IJKL + right stick on dims 2-3. A gripper (actions named x, y, z, grip): see
+    _GRIPPER_KEYS.
 
     Dims 1 and 3 grow with S/ArrowDown/K, matching image coordinates (y targets point down).
-    Actions named ('x', 'y') with bounds get a crosshair on the first camera.
+    Actions named ('x', 'y') with bounds get a crosshair on the first camera (not a gripper's:
+    its x, y are on the table, not in an image).
     """
+    if tuple(features.action_names or ()) == GRIPPER_NAMES:
+        return ActionMapping(axes=[AxisMapping(dim=i, plus=plus, minus=minus, gamepad_axis=axis, invert=invert)
+                                   for i, (plus, minus, axis, invert) in enumerate(_GRIPPER_KEYS)])
     keys = _ONE_PAIR_KEYS if features.action_dim <= 2 else _TWO_PAIR_KEYS
     axes = [AxisMapping(dim=i, plus=plus, minus=minus, gamepad_axis=axis)
             for i, (plus, minus, axis) in enumerate(keys[: features.action_dim])]

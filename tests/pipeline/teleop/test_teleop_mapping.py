@@ -153,3 +153,24 @@ def test_default_two_arm_mapping_gives_each_hand_an_arm() -> None:
         ("x0", ["d"], ["a"]), ("y0", ["s"], ["w"]),
         ("x1", ["ArrowRight", "l"], ["ArrowLeft", "j"]), ("y1", ["ArrowDown", "k"], ["ArrowUp", "i"])]
     assert legend["cursor"] is None  # no x/y target: the pushers' targets are not drawn
+
+
+def test_a_gripper_moves_over_the_table_rises_and_grips() -> None:
+    """The mug task's [x, y, z, grip]: arrows/WASD on the table (up: away from the front camera),
+    R/F up and down, C/O close and open; no image crosshair for world coordinates."""
+    from pipeline.mug.features import mug_features
+
+    mapper = resolve_mapping(mug_features(resolution=32))
+    start = np.array([0.0, 0.0, 0.1, 0.5], np.float32)
+    moved = mapper.advance(start, held("ArrowUp", "KeyR", "KeyC"), DT)
+    assert moved[0] == 0.0 and moved[1] > 0 and moved[2] > 0.1 and moved[3] > 0.5
+    moved = mapper.advance(start, held("KeyA", "KeyF", "KeyO"), DT)
+    assert moved[0] < 0 and moved[1] == 0.0 and moved[2] < 0.1 and moved[3] < 0.5
+    closed = start
+    for _ in range(40):
+        closed = mapper.advance(closed, held("KeyC"), DT)
+    assert closed[3] == 1.0  # clipped at fully closed
+    stick = mapper.advance(start, held(axes=(0.0, 0.0, 1.0, -1.0)), DT)
+    assert stick[3] > 0.5 and stick[2] > 0.1  # right stick: x closes, up raises
+    legend = mapper.legend()
+    assert legend["cursor"] is None and [a["name"] for a in legend["axes"]] == ["x", "y", "z", "grip"]
