@@ -1,6 +1,6 @@
 """lerobot-train (offline, CPU, subprocess) trains ACT and Diffusion Policy on an iws export,
-ACT on a two-camera, two-arm export of sweep play, and lerobot-eval runs such a policy in
-gym-pusht (the round trip of docs/lerobot.md).
+ACT on a two-camera, two-arm export of sweep play and on a three-camera (wrist included) export
+of mug play, and lerobot-eval runs such a policy in gym-pusht (the round trip of docs/lerobot.md).
 
 Tiny on purpose: 3 episodes x 20 steps at 32x32 (96x96, gym-pusht's size, for the round trip),
 batch 2, 10 steps, small networks. Each run is ~10 s of training after ~30 s of lerobot start-up
@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow
 REPO = "iws/train_tiny"
 REPO_ENV = "iws/pusht_env_tiny"
 REPO_SWEEP = "iws/sweep_tiny"
+REPO_MUG = "iws/mug_tiny"
 COMMON = ["--steps=10", "--batch_size=2", "--num_workers=0", "--log_freq=5", "--eval_freq=0",
           "--save_checkpoint=false", "--wandb.enable=false", "--policy.device=cpu",
           "--policy.push_to_hub=false"]
@@ -73,6 +74,15 @@ def sweep_dataset(tmp_path_factory) -> Path:
     return export_lerobot(store, tmp_path_factory.mktemp("lr_sweep") / "sweep", repo_id=REPO_SWEEP)
 
 
+@pytest.fixture(scope="module")
+def mug_dataset(tmp_path_factory) -> Path:
+    """Real mug play (`iws collect mug`) at 32x32: cameras front, side and wrist, 4-D action and state."""
+    store = tmp_path_factory.mktemp("mug") / "play.zarr"
+    assert main(["collect", "mug", "--episodes", "3", "--steps", "20", "--resolution", "32",
+                 "--workers", "1", "--out", str(store), "--no-progress"]) == 0
+    return export_lerobot(store, tmp_path_factory.mktemp("lr_mug") / "mug", repo_id=REPO_MUG)
+
+
 def _with_checkpoint(args: list[str]) -> list[str]:
     """COMMON-style arguments that save the final checkpoint (its config names the inputs)."""
     return ["--save_checkpoint=true" if a == "--save_checkpoint=false" else a for a in args]
@@ -113,6 +123,24 @@ def test_act_trains_on_the_two_camera_sweep_export(sweep_dataset, tmp_path):
     assert set(inputs) == {"observation.images.top", "observation.images.side", "observation.state"}
     assert inputs["observation.images.side"]["shape"] == [3, 32, 32]
     assert inputs["observation.state"]["shape"] == [4]
+    assert config["output_features"]["action"]["shape"] == [4]
+
+
+def test_act_trains_on_the_three_camera_mug_export(mug_dataset, tmp_path):
+    """The LeRobot copy holds three observation.images.* keys that LeRobotDataset serves, and
+    ACT takes all three views (the wrist camera among them) as image inputs."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    frame = LeRobotDataset(REPO_MUG, root=mug_dataset)[0]
+    cameras = ("front", "side", "wrist")
+    assert all(tuple(frame[f"observation.images.{c}"].shape) == (3, 32, 32) for c in cameras)
+    log = _lerobot("lerobot-train", f"--dataset.repo_id={REPO_MUG}",
+                   f"--dataset.root={mug_dataset}", "--policy.type=act",
+                   f"--output_dir={tmp_path / 'run'}", *_with_checkpoint(COMMON), *POLICIES["act"])
+    losses = [float(x) for x in re.findall(r"step:\d+ .*?loss:([-\d.e+na]+)", log)]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses), losses
+    config = json.loads((tmp_path / "run/checkpoints/last/pretrained_model/config.json").read_text())
+    assert set(config["input_features"]) == {*(f"observation.images.{c}" for c in cameras), "observation.state"}
     assert config["output_features"]["action"]["shape"] == [4]
 
 
