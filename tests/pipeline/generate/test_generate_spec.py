@@ -146,7 +146,7 @@ def test_source_and_filter_errors_name_the_source(tmp_path: Path, tiny_checkpoin
                                  filter={"scorer": "coverage", "mode": "keep"}))
     for bad, message in [({}, "give filter.scorer"), ({"plausibility": {"min": 0.5}}, "give filter.scorer"),
                          ({"mode": "keep", "plausibility": {"task": "pusht"}}, "needs filter.scorer"),
-                         ({"plausibility": {"task": "mug"}}, "filter.plausibility.task 'mug' is unknown"),
+                         ({"plausibility": {"task": "cloth"}}, "filter.plausibility.task 'cloth' is unknown"),
                          ({"scorer": "tests.workers.policies:even_seed_scorer", "plausibility": {"min": 0.5}},
                           "name the task whose object checks apply")]:
         with pytest.raises(SpecError, match=message):
