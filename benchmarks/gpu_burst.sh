@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU measurements, in one short run on a lent GPU machine (a few minutes in all).
 #
-#   bash benchmarks/gpu_burst.sh            # from the repository root; PYTHON=... to pick an interpreter
+#   bash benchmarks/gpu_burst.sh            # from the repository root; PYTHON=... to pick an interpreter,
+#                                           # PRESET_S=... seconds per preset (default 240)
 #
 # Inference (issue 17): WorldModel.step on CUDA, presets small and paper, batch 1/8/64/256,
 # eager vs torch.compile vs CUDA graphs, each row with its fraction of the bf16 matmul rate
@@ -17,7 +18,7 @@ mkdir -p "$RESULTS"
 "$PYTHON" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name())" || exit 1
 
 for preset in small paper; do
-  timeout 240 "$PYTHON" benchmarks/bench_model.py --device cuda --presets "$preset" \
+  timeout "${PRESET_S:-240}" "$PYTHON" benchmarks/bench_model.py --device cuda --presets "$preset" \
     --batches 1 8 64 256 --precisions bf16 --compile off on cudagraphs --seconds 2 --max-step 5 \
     --write "$RESULTS/gpu_model_$preset.md" \
     || echo "bench_model $preset stopped early (exit $?); rows above are what was measured"
