@@ -13,7 +13,7 @@ episodes; the parent appends in index order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -25,7 +25,6 @@ from pipeline.mug.primitives import PRIMITIVES
 from pipeline.tasks import collecting
 from schemas import EpisodeMeta
 from sim_model.data.episode import Episode
-from sim_model.data.store import EpisodeStore
 
 TASK = "Pick up the mug and hold it"
 DEFAULT_MIX = {"grasp": 0.3, "weak": 0.2, "offcentre": 0.2, "nudge": 0.2, "roam": 0.1}
@@ -89,11 +88,6 @@ def play(sim: MugSim, config: CollectConfig, index: int) -> Episode:
     )
 
 
-def generate(config: CollectConfig, indices: range, workers: int = 1) -> Iterator[Episode]:
-    """Episodes for `indices`, in order, made by `workers` processes (1: in this process)."""
-    return collecting.generate(play, config, indices, workers, setup=open_sim)
-
-
 @dataclass
 class CollectStats:
     """What a collection added: episodes, steps, steps in which the mug moved, and episodes in
@@ -121,16 +115,5 @@ class CollectStats:
                 f"{self.held_at_end} ({self.held_at_end * share:.0f} %) |")
 
 
-def collect(config: CollectConfig, store: EpisodeStore, *, workers: int = 1,
-            on_episode: Callable[[Episode], None] | None = None) -> CollectStats:
-    """Append episodes len(store) .. config.episodes - 1 to `store` (from `open_output`); a
-    resumed store ends up equal to an uninterrupted run. Returns what was added."""
-    return collecting.append_episodes(store, generate(config, range(len(store), config.episodes), workers),
-                                      CollectStats(), on_episode)
-
-
-def open_output(config: CollectConfig, out: str, *, overwrite: bool = False,
-                resume: bool = False) -> EpisodeStore:
-    """The store to collect into (pipeline.tasks.collecting.open_output with the mug's features)."""
-    return collecting.open_output(config, out, mug_features(config.resolution), overwrite=overwrite,
-                                  resume=resume)
+COLLECTOR = collecting.Collector(features=mug_features, make=play, stats=CollectStats, setup=open_sim)
+generate, collect, open_output = COLLECTOR.generate, COLLECTOR.collect, COLLECTOR.open_output

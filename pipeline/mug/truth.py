@@ -18,8 +18,8 @@ import numpy as np
 from pipeline.mug.env import CAMERAS, MugSim, State
 from pipeline.mug.scorer import truth_score
 from pipeline.tasks.base import SideScore
-from pipeline.tasks.truth import in_batches, recorded_starts
-from schemas import EpisodeSpec, FeatureSpec, SpecError
+from pipeline.tasks.truth import in_batches, recorded_starts, table_resolution
+from schemas import EpisodeSpec, FeatureSpec
 from workers.actions.base import ActionSource, Observation, check_actions
 
 
@@ -72,16 +72,11 @@ def evaluate_in_mug(policy: ActionSource, specs: Sequence[EpisodeSpec], features
                     ) -> tuple[list[SideScore], list[np.ndarray]]:
     """The same policy from the same initial states on the table: a score per episode and
     front frames (T+1, H, W, 3) of those with index < videos."""
-    cam = features.cameras[0]
-    if (list(features.camera_names) != list(CAMERAS) or cam.height != cam.width
-            or features.action_dim != 4):
-        raise SpecError("--ground-truth mug needs a mug-like model: square cameras front, side and "
-                        f"wrist and 4-D actions; this model has cameras {list(features.camera_names)} "
-                        f"and action_dim {features.action_dim}.")
+    resolution = table_resolution(features, "mug", CAMERAS, 4)
     starts = initial_states(specs)
 
     def roll(batch: Sequence[EpisodeSpec], first: int) -> tuple[list[SideScore], list[np.ndarray]]:
-        last, held, frames = roll_mug(policy, batch, starts[first:first + len(batch)], cam.height,
+        last, held, frames = roll_mug(policy, batch, starts[first:first + len(batch)], resolution,
                                       horizon, progress)
         scores = [SideScore(score=truth_score(s), success=h, final=truth_score(s))
                   for s, h in zip(last, held, strict=True)]

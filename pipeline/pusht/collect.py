@@ -17,8 +17,7 @@ number of worker processes gives byte-identical stores; the parent appends in in
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -31,7 +30,6 @@ from pipeline.pusht.primitives import Play, kept, moved_steps, play
 from pipeline.tasks import collecting
 from schemas import EpisodeMeta, SpecError
 from sim_model.data.episode import Episode
-from sim_model.data.store import EpisodeStore
 
 log = logging.getLogger(__name__)
 
@@ -115,11 +113,6 @@ def _process_sim(config: CollectConfig) -> PushTSim:
     return PushTSim(config.resolution)
 
 
-def generate(config: CollectConfig, indices: range, workers: int = 1) -> Iterator[Episode]:
-    """Episodes for `indices`, in order, made by `workers` processes (1: in this process)."""
-    return collecting.generate(make_episode, config, indices, workers, setup=_process_sim)
-
-
 @dataclass
 class CollectStats:
     """What a collection added, per primitive: episodes, attempts they took, transitions
@@ -152,16 +145,5 @@ class CollectStats:
         return "\n".join(lines)
 
 
-def collect(config: CollectConfig, store: EpisodeStore, *, workers: int = 1,
-            on_episode: Callable[[Episode], None] | None = None) -> CollectStats:
-    """Append episodes len(store) .. config.episodes - 1 to `store` (from `open_output`); a
-    resumed store therefore ends up equal to an uninterrupted run. Returns what was added."""
-    return collecting.append_episodes(store, generate(config, range(len(store), config.episodes), workers),
-                                      CollectStats(), on_episode)
-
-
-def open_output(config: CollectConfig, out: str | os.PathLike[str], *, overwrite: bool = False,
-                resume: bool = False) -> EpisodeStore:
-    """The store to collect into (pipeline.tasks.collecting.open_output with PushT's features)."""
-    return collecting.open_output(config, out, pusht_features(config.resolution), overwrite=overwrite,
-                                  resume=resume)
+COLLECTOR = collecting.Collector(features=pusht_features, make=make_episode, stats=CollectStats, setup=_process_sim)
+generate, collect, open_output = COLLECTOR.generate, COLLECTOR.collect, COLLECTOR.open_output

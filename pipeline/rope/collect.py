@@ -12,7 +12,7 @@ processes gives byte-identical stores; the parent appends in index order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -25,7 +25,6 @@ from pipeline.rope.render import render
 from pipeline.tasks import collecting
 from schemas import EpisodeMeta
 from sim_model.data.episode import Episode
-from sim_model.data.store import EpisodeStore
 
 TASK = "Route the rope into the green clip"
 DEFAULT_MIX = {"route": 0.35, "swing": 0.25, "graze": 0.2, "roam": 0.2}
@@ -83,11 +82,6 @@ def play(_: None, config: CollectConfig, index: int) -> Episode:
     )
 
 
-def generate(config: CollectConfig, indices: range, workers: int = 1) -> Iterator[Episode]:
-    """Episodes for `indices`, in order, made by `workers` processes (1: in this process)."""
-    return collecting.generate(play, config, indices, workers)
-
-
 @dataclass
 class CollectStats:
     """What a collection added: episodes, steps, steps in which the rope moved, and episodes
@@ -111,16 +105,5 @@ class CollectStats:
                 f"{self.inserted} ({100 * self.inserted / max(self.episodes, 1):.0f} %) |")
 
 
-def collect(config: CollectConfig, store: EpisodeStore, *, workers: int = 1,
-            on_episode: Callable[[Episode], None] | None = None) -> CollectStats:
-    """Append episodes len(store) .. config.episodes - 1 to `store` (from `open_output`); a
-    resumed store ends up equal to an uninterrupted run. Returns what was added."""
-    return collecting.append_episodes(store, generate(config, range(len(store), config.episodes), workers),
-                                      CollectStats(), on_episode)
-
-
-def open_output(config: CollectConfig, out: str, *, overwrite: bool = False,
-                resume: bool = False) -> EpisodeStore:
-    """The store to collect into (pipeline.tasks.collecting.open_output with rope's features)."""
-    return collecting.open_output(config, out, rope_features(config.resolution), overwrite=overwrite,
-                                  resume=resume)
+COLLECTOR = collecting.Collector(features=rope_features, make=play, stats=CollectStats)
+generate, collect, open_output = COLLECTOR.generate, COLLECTOR.collect, COLLECTOR.open_output

@@ -19,8 +19,8 @@ from pipeline.rope.env import RopeSim, State
 from pipeline.rope.render import CAMERAS, render_top
 from pipeline.rope.scorer import truth_score
 from pipeline.tasks.base import SideScore
-from pipeline.tasks.truth import in_batches, recorded_starts
-from schemas import EpisodeSpec, FeatureSpec, SpecError
+from pipeline.tasks.truth import in_batches, recorded_starts, table_resolution
+from schemas import EpisodeSpec, FeatureSpec
 from workers.actions.base import ActionSource, Observation, check_actions
 
 
@@ -65,16 +65,11 @@ def evaluate_in_rope(policy: ActionSource, specs: Sequence[EpisodeSpec], feature
                      ) -> tuple[list[SideScore], list[np.ndarray]]:
     """The same policy from the same initial states on the table: a score per episode and
     frames (T+1, H, W, 3) of those with index < videos."""
-    cam = features.cameras[0]
-    if (list(features.camera_names) != list(CAMERAS) or cam.height != cam.width
-            or features.action_dim != 2):
-        raise SpecError("--ground-truth rope needs a rope-like model: one square camera 'top' and "
-                        f"2-D actions; this model has cameras {list(features.camera_names)} and "
-                        f"action_dim {features.action_dim}.")
+    resolution = table_resolution(features, "rope", CAMERAS, 2)
     starts = initial_states(specs)
 
     def roll(batch: Sequence[EpisodeSpec], first: int) -> tuple[list[SideScore], list[np.ndarray]]:
-        last, frames = roll_rope(policy, batch, starts[first:first + len(batch)], cam.height,
+        last, frames = roll_rope(policy, batch, starts[first:first + len(batch)], resolution,
                                  horizon, progress)
         scores = [SideScore(score=truth_score(s), success=s.inserted, final=truth_score(s)) for s in last]
         return scores, [frames[row] for row, spec in enumerate(batch) if spec.index < videos]

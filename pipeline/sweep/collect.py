@@ -13,7 +13,7 @@ processes gives byte-identical stores; the parent appends in index order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -26,7 +26,6 @@ from pipeline.sweep.render import render
 from pipeline.tasks import collecting
 from schemas import EpisodeMeta
 from sim_model.data.episode import Episode
-from sim_model.data.store import EpisodeStore
 
 TASK = "Sweep the pile of discs into the green goal with both pushers"
 DEFAULT_MIX = {"sweep": 0.45, "spread": 0.2, "roam": 0.15, "cross": 0.2}
@@ -99,11 +98,6 @@ def _make(_: None, config: CollectConfig, index: int) -> Episode:
     return play(config, index)
 
 
-def generate(config: CollectConfig, indices: range, workers: int = 1) -> Iterator[Episode]:
-    """Episodes for `indices`, in order, made by `workers` processes (1: in this process)."""
-    return collecting.generate(_make, config, indices, workers)
-
-
 @dataclass
 class CollectStats:
     """What a collection added: episodes, steps, steps in which some disc moved, and the
@@ -131,16 +125,5 @@ class CollectStats:
                 f"{np.mean(self.start):.3f} | {np.mean(self.end):.3f}, {np.max(self.end):.3f} |")
 
 
-def collect(config: CollectConfig, store: EpisodeStore, *, workers: int = 1,
-            on_episode: Callable[[Episode], None] | None = None) -> CollectStats:
-    """Append episodes len(store) .. config.episodes - 1 to `store` (from `open_output`); a
-    resumed store ends up equal to an uninterrupted run. Returns what was added."""
-    return collecting.append_episodes(store, generate(config, range(len(store), config.episodes), workers),
-                                      CollectStats(), on_episode)
-
-
-def open_output(config: CollectConfig, out: str, *, overwrite: bool = False,
-                resume: bool = False) -> EpisodeStore:
-    """The store to collect into (pipeline.tasks.collecting.open_output with sweep's features)."""
-    return collecting.open_output(config, out, sweep_features(config.resolution), overwrite=overwrite,
-                                  resume=resume)
+COLLECTOR = collecting.Collector(features=sweep_features, make=_make, stats=CollectStats)
+generate, collect, open_output = COLLECTOR.generate, COLLECTOR.collect, COLLECTOR.open_output

@@ -1,7 +1,8 @@
 """What every task's `iws collect TASK` shares: the --mix option, the checks on what to collect,
 opening the output store (new, replaced or resumed, with its checks), appending the episodes,
-and the command's run (open the store, collect, summarise). Each task brings its primitives,
-its episode maker and its own collector module (pipeline/<task>/collect.py)."""
+the worker processes, and the command's run (open the store, collect, summarise). Each task
+brings its primitives, its episode maker and its stats, and its collector module
+(pipeline/<task>/collect.py) makes a `Collector` of them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -153,6 +154,36 @@ def append_episodes(store: EpisodeStore, episodes: Iterable[Episode], stats: S,
         if on_episode is not None:
             on_episode(episode)
     return stats
+
+
+@dataclass(frozen=True)
+class Collector(Generic[S]):
+    """A task's collection from its parts: `features(resolution)`, the task's FeatureSpec;
+    `make(resource, config, index)`, episode `index` of a config (a module-level function, see
+    `generate`); `stats()`, a fresh count of what a collection added; `setup(config)`, the
+    per-process resource `make` uses (a simulator), if any. Its methods are what a collector
+    module exports as `generate`, `collect` and `open_output`."""
+
+    features: Callable[[int], FeatureSpec]
+    make: Maker
+    stats: Callable[[], S]
+    setup: Setup | None = None
+
+    def generate(self, config: Any, indices: range, workers: int = 1) -> Iterator[Episode]:
+        """Episodes for `indices`, in order, made by `workers` processes (1: in this process)."""
+        return generate(self.make, config, indices, workers, setup=self.setup)
+
+    def collect(self, config: Any, store: EpisodeStore, *, workers: int = 1,
+                on_episode: Callable[[Episode], None] | None = None) -> S:
+        """Append episodes len(store) .. config.episodes - 1 to `store` (from `open_output`); a
+        resumed store ends up equal to an uninterrupted run. Returns what was added."""
+        return append_episodes(store, self.generate(config, range(len(store), config.episodes), workers),
+                               self.stats(), on_episode)
+
+    def open_output(self, config: Any, out: str | os.PathLike[str], *, overwrite: bool = False,
+                    resume: bool = False) -> EpisodeStore:
+        """The store to collect into (`open_output` with the task's features)."""
+        return open_output(config, out, self.features(config.resolution), overwrite=overwrite, resume=resume)
 
 
 def _check_local_output(path: Path, *, may_exist: bool) -> bool:

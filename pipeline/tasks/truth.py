@@ -9,12 +9,25 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from pipeline.tasks.base import SideScore
-from schemas import EpisodeSpec, SpecError
+from schemas import EpisodeSpec, FeatureSpec, SpecError
 from workers.init_frames import parse_ref
 
 # One batch in the task's simulator: (specs, their first index) -> a score per spec, and the
 # first-camera frames (T+1, H, W, 3) of the specs whose index is below `videos`.
 BatchRoll = Callable[[Sequence[EpisodeSpec], int], tuple[list[SideScore], list[np.ndarray]]]
+
+
+def table_resolution(features: FeatureSpec, task: str, cameras: Sequence[str], action_dim: int) -> int:
+    """The frame size of a model whose cameras are the task table's (named `cameras`, in that
+    order, square) and whose actions are `action_dim`-D; SpecError naming the mismatch otherwise."""
+    cam = features.cameras[0]
+    if list(features.camera_names) != list(cameras) or cam.height != cam.width or features.action_dim != action_dim:
+        views = (f"one square camera '{cameras[0]}'" if len(cameras) == 1
+                 else "square cameras " + ", ".join(cameras[:-1]) + f" and {cameras[-1]}")
+        raise SpecError(f"--ground-truth {task} needs a {task}-like model: {views} and {action_dim}-D "
+                        f"actions; this model has cameras {list(features.camera_names)} and action_dim "
+                        f"{features.action_dim}.")
+    return cam.height
 
 
 def recorded_starts(specs: Sequence[EpisodeSpec], task: str, state_dim: int, extras: Sequence[str],
