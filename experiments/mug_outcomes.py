@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from functools import lru_cache
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np

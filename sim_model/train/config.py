@@ -54,6 +54,11 @@ class StageConfig(BaseModel):
                                  "the frame before it (0 = off). Autoencoder and decoder fine-tune: "
                                  "extra loss weight on object pixels (grown by two pixels) of the "
                                  "decoded frame.")
+    shape_weight: float = Field(default=0.0, ge=0,
+                                description="Dynamics: weight of the object supervision on predicted "
+                                "latents (0 = off): a frozen linear probe reads foreground cells off each "
+                                "prediction and of the real latent; their masks, areas and second moments "
+                                "must agree (sim_model/train/shape_probe.py). Training only.")
     rollout_buffer: int = Field(default=0, ge=0,
                                 description="Dynamics: windows kept rolling on the model's own "
                                 "predictions across steps (0 = off). Their context is generated as deep "

@@ -33,6 +33,7 @@ from sim_model.train.images import psnr, save_grid
 from sim_model.train.latent_cache import LatentCache
 from sim_model.train.objects import median_background
 from sim_model.train.rollout_buffer import RolloutBuffer
+from sim_model.train.shape_probe import ShapeProbe, fit_probe, shape_loss
 from sim_model.train.state import TrainRNG
 from sim_model.train.task import Logs, StageTask
 
@@ -84,8 +85,10 @@ class DynamicsTask:
 
     def __post_init__(self) -> None:
         cfg, data = self.cfg, self.train.data
-        background = median_background(data) if cfg.object_weight else None
+        background = median_background(data) if cfg.object_weight or cfg.shape_weight else None
         self.latents = LatentCache(self.net, data, self.device, background)
+        self.probe: ShapeProbe | None = (fit_probe(self.latents, self.train, np.random.default_rng(self.seed + 4))
+                                         if cfg.shape_weight else None)
         self.buffer = (RolloutBuffer(self.train, cfg.rollout_buffer, self.window, cfg.rollout_depth,
                                      self.latents, np.random.default_rng(self.seed + 3))
                        if cfg.rollout_buffer else None)
@@ -117,9 +120,9 @@ class DynamicsTask:
         if buffer is not None and len(rows):
             idx = np.concatenate([idx[: cfg.batch_size - len(rows)], buffer.idx[rows]])
             rolled = buffer.src[rows]
-        value = self.window_loss(self.windows(idx), rng, cfg.feedback_depth if feedback else 0,
-                                 rolled=rolled)
         logs = {"feedback": float(feedback)}
+        value = self.window_loss(self.windows(idx), rng, cfg.feedback_depth if feedback else 0,
+                                 rolled=rolled, logs=logs)
         if buffer is not None and len(rows):
             logs["rollout_depth"] = float(buffer.depth[rows].mean())
             buffer.advance(rows, lambda src, at: self._sample_after(src, at, rng), rng.numpy)
@@ -135,20 +138,30 @@ class DynamicsTask:
             frames.prefetch(self.latents.uncached(coming))
 
     def window_loss(self, batch: Windows, rng: TrainRNG, feedback_depth: int, weighted: bool = True,
-                    rolled: torch.Tensor | None = None) -> torch.Tensor:
+                    rolled: torch.Tensor | None = None, logs: Logs | None = None) -> torch.Tensor:
         """Loss of predicting frames 1..L-1 of each window from noised context. The context is
         the real latents, or after `feedback_depth` passes the model's own samples; `rolled`
-        (R, L, ...) gives the generated contexts of the batch's last R windows (RolloutBuffer)."""
+        (R, L, ...) gives the generated contexts of the batch's last R windows (RolloutBuffer).
+        With shape_weight (and `weighted`), plus the probe's object loss on the predictions,
+        its parts written into `logs`."""
         z, a = batch.z, batch.a
         fresh = len(z) - (0 if rolled is None else len(rolled))
         src = self._fed_back(z[:fresh], a[:fresh], rng, feedback_depth)
         if rolled is not None:
             src = torch.cat([src, rolled.to(device=self.device, dtype=src.dtype)], 0)
-        error = (self._predict(src, z, a, rng) - z[:, 1:]).pow(2)  # (B, L-1, V, C, h, w)
+        predicted = self._predict(src, z, a, rng)
+        error = (predicted - z[:, 1:]).pow(2)  # (B, L-1, V, C, h, w)
         if not weighted or (self.cfg.motion_weight == 0 and batch.fg is None):
-            return error.mean()
-        weight = self._error_weight(z, batch.fg)
-        return (error * weight).mean() / weight.mean()
+            loss = error.mean()
+        else:
+            weight = self._error_weight(z, batch.fg)
+            loss = (error * weight).mean() / weight.mean()
+        if weighted and self.probe is not None:
+            objects, parts = shape_loss(self.probe, predicted, z[:, 1:])
+            loss = loss + self.cfg.shape_weight * objects
+            if logs is not None:
+                logs.update(parts)
+        return loss
 
     def _fed_back(self, z: torch.Tensor, a: torch.Tensor, rng: TrainRNG, depth: int) -> torch.Tensor:
         """The context after `depth` fed-back passes (0: z itself). Each pass re-predicts every
