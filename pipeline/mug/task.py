@@ -1,6 +1,7 @@
 """Mug grasping as a task of the registry (pipeline.tasks.registry): the MuJoCo table's play with
 three cameras, the two-view pixel scorer and plausibility check, the mug's pixel checks, the
-table as ground truth and the pixel-only picker demonstrator. No bundled model yet.
+table as ground truth, the pixel-only picker demonstrator and the bundled model
+(docs/models/mug.md).
 
 Cheap to import: each method imports the module it needs (MuJoCo) when called.
 """
@@ -32,7 +33,7 @@ class Mug:
     summary = "mug grasping in MuJoCo (gripper, slip), three cameras incl. wrist, scripted play"
     scorer_name = "mug_held"
     demonstrator = "pipeline.mug.demonstrator:MugDemonstrator"
-    bundled_model = None
+    bundled_model = "mug"
 
     def features(self) -> FeatureSpec:
         return mug_features()
