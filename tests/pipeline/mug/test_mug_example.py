@@ -1,6 +1,6 @@
 """examples/mug_generate.yaml runs as written (with a small random mug model in place of the
 bundled one): scripted and demonstrator episodes, all three cameras in both output formats,
-LeRobot's loader opens it."""
+LeRobot's loader opens it, and the DP export keeps one array per camera."""
 
 from __future__ import annotations
 
@@ -37,3 +37,11 @@ def test_the_mug_example_job_generates_and_exports(tmp_path: Path, ray_cluster) 
     assert len(lerobot) == 12
     assert {key for key in lerobot[0] if key.startswith("observation.images.")} == {
         f"observation.images.{name}" for name in ("front", "side", "wrist")}
+    import zarr
+
+    dest = tmp_path / "mug_dp.zarr"
+    assert main(["export", "zarr-dp", str(out / "dataset"), str(dest)]) == 0
+    root = zarr.open_group(str(dest), mode="r", zarr_format=2)  # what DP's zarr 2.x opens
+    for name in ("front", "side", "wrist"):
+        assert root[f"data/{name}"].shape == (12, 96, 96, 3), name
+    assert root["data/action"].shape == (12, 4)
