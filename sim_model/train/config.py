@@ -34,6 +34,11 @@ class StageConfig(BaseModel):
     sample_every: int = Field(default=1000, ge=1, description="Steps between sample PNGs.")
     checkpoint_every: int = Field(default=500, ge=1, description="Steps between resumable checkpoints.")
     # dynamics
+    fresh_dynamics: bool = Field(default=False,
+                                 description="Dynamics with --init-from: take only the checkpoint's "
+                                 "autoencoder (encoder, decoder, state head) and start the dynamics from "
+                                 "scratch with the run's architecture (the config's `model.dynamics` on top "
+                                 "of the checkpoint's): an architecture arm on a frozen autoencoder.")
     window: int | None = Field(default=None, ge=2,
                                description="Frames per training window; default context + 1.")
     feedback_prob: float = Field(default=0.5, ge=0, le=1,

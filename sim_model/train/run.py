@@ -143,7 +143,7 @@ def train_stage_worker(stage: Stage, data_path: str | os.PathLike[str], out: str
     data = data if data is not None else TrainingData.from_store(data_path, cache_mb)
     train_view, val_view = data.split(cfg.val_fraction, cfg.seed)
     if init_dir is not None:
-        ckpt_cfg, net = _init_from(init_dir, data, cfg)
+        ckpt_cfg, net = _init_from(init_dir, data, cfg, stage)
     else:
         ckpt_cfg, net = _initial_model(stage, out_dir, cfg, data, train_view.episodes)
     # Not channels-last: with bf16 autocast, a no-grad feedback pass followed by backward
@@ -221,12 +221,20 @@ def _initial_model(stage: Stage, out: Path, cfg: TrainConfig, data: TrainingData
     net = _seeded_net(ckpt_cfg.model, ckpt_cfg.features, cfg.seed + 1)
     # The dynamics stage takes only the autoencoder's parts (its dynamics starts fresh); the
     # decoder fine-tune takes everything.
-    keep = ("encoder.", "decoder.", "state_head.") if stage == "dynamics" else ("",)
+    _load_parts(net, source, AUTOENCODER_PARTS if stage == "dynamics" else ("",))
+    return ckpt_cfg, net
+
+
+AUTOENCODER_PARTS = ("encoder.", "decoder.", "state_head.")
+
+
+def _load_parts(net: WorldModelNet, source: Path, keep: tuple[str, ...]) -> None:
+    """The checkpoint's weights whose names start with one of `keep`; the rest of `net` stays
+    as initialised."""
     expected = {k: v for k, v in net.state_dict().items() if k.startswith(keep)}
     tensors = {k: v for k, v in ckpt.read_weights(source).items() if k.startswith(keep)}
     ckpt.check_shapes(source, expected, tensors)
     net.load_state_dict(tensors, strict=False)
-    return ckpt_cfg, net
 
 
 def previous_stage(stage: Stage, out: Path) -> Path:
@@ -239,11 +247,14 @@ def previous_stage(stage: Stage, out: Path) -> Path:
     return source
 
 
-def _init_from(directory: Path, data: TrainingData, cfg: TrainConfig) -> tuple[CheckpointConfig, WorldModelNet]:
+def _init_from(directory: Path, data: TrainingData, cfg: TrainConfig,
+               stage: Stage) -> tuple[CheckpointConfig, WorldModelNet]:
     """Every weight of a complete checkpoint, to continue training it. When the run's
     architecture widens a layer's input (e.g. `recency` adds channels to the dynamics' target
     stem) the new inputs start at zero weight, so the model starts out computing what the
-    checkpoint computed."""
+    checkpoint computed. With the dynamics' `fresh_dynamics`, only the checkpoint's autoencoder:
+    the dynamics starts from scratch in the run's architecture, and the provenance keeps the
+    stages before it."""
     ckpt_cfg = ckpt.read_config(directory)
     if ckpt_cfg.features != data.features:
         raise SpecError(f"--init-from {directory} was trained on other features than the data: "
@@ -251,6 +262,11 @@ def _init_from(directory: Path, data: TrainingData, cfg: TrainConfig) -> tuple[C
                         "checkpoint on data of the same layout (resize or re-collect the data).")
     model = cfg.model or ckpt_cfg.model
     net = _seeded_net(model, ckpt_cfg.features, cfg.seed + 1)
+    if stage == "dynamics" and cfg.dynamics.fresh_dynamics:
+        _load_parts(net, directory, AUTOENCODER_PARTS)
+        before = [s for s in ckpt_cfg.provenance.stages if s.stage == "autoencoder"]
+        provenance = ckpt_cfg.provenance.model_copy(update={"stages": before})
+        return ckpt_cfg.model_copy(update={"model": model, "provenance": provenance}), net
     tensors = ckpt.read_weights(directory)
     expected = net.state_dict()
     widened = [k for k, v in tensors.items() if k in expected and _widens(v, expected[k])]

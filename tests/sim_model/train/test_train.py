@@ -263,6 +263,29 @@ def test_init_from_continues_a_complete_checkpoint(trained_run: Path, moving_squ
     assert stored["model"] == WorldModel.load(source).config.model.model_dump(mode="json")
 
 
+def test_fresh_dynamics_trains_a_new_architecture_on_the_checkpoints_autoencoder(
+        trained_run: Path, moving_squares_store, tmp_path) -> None:
+    """An architecture arm (issue 29): --init-from with the dynamics' `fresh_dynamics` keeps the
+    checkpoint's encoder and decoder, builds the dynamics the config asks for from scratch, and
+    the provenance counts only the new dynamics steps."""
+    source = trained_run / "model"
+    before = load_file(str(source / "model.safetensors"))
+    model = WorldModel.load(source).config.model
+    flat = list(model.dynamics.channels[:1])
+    path = tmp_path / "arm.json"
+    path.write_text(json.dumps({"model": {"dynamics": {"channels": flat}}, "dynamics": {
+        **FAST, "fresh_dynamics": True, "steps": 2, "batch_size": 4, "val_every": 2, "warmup": 1}}))
+    out = train_stage("dynamics", moving_squares_store, tmp_path / "arm", config_file=str(path),
+                      progress=False, init_from=str(source))
+    after = load_file(str(out / "model.safetensors"))
+    kept = [k for k in before if k.startswith(("encoder.", "decoder."))]
+    assert kept and all(torch.equal(before[k], after[k]) for k in kept)
+    assert not any(k.startswith("dynamics.downsample") for k in after)  # one level: no downsampling
+    loaded = WorldModel.load(out).config
+    assert list(loaded.model.dynamics.channels) == flat
+    assert {s.stage: s.steps for s in loaded.provenance.stages} == {"autoencoder": 150, "dynamics": 2}
+
+
 def test_init_from_refuses_other_features(trained_run: Path, tiny_pusht_store, tmp_path) -> None:
     # the message names the field that differs and both values (not "['top'] vs ['top']")
     with pytest.raises(SpecError, match=r"other features than the data: cameras: checkpoint .*'height': 16.* vs data .*'height': 32"):
@@ -283,7 +306,7 @@ def test_init_from_with_a_widened_input_starts_where_the_checkpoint_was(trained_
     model = source.config.model
     wider = model.model_copy(update={"dynamics": model.dynamics.model_copy(update={"recency": True})})
     data = TrainingData.from_store(moving_squares_store)
-    cfg, net = _init_from(trained_run / "model", data, TrainConfig(preset="tiny", model=wider))
+    cfg, net = _init_from(trained_run / "model", data, TrainConfig(preset="tiny", model=wider), "dynamics")
     assert cfg.model.dynamics.recency and net.dynamics.tgt_stem.in_channels == 3 * 4 + 2
     widened = WorldModel(net, cfg, precision="fp32")
     frames, actions = data.frames[None, :5], data.actions[None, :5]
