@@ -4,7 +4,9 @@ All stages share the run directory DIR; after `dynamics` (and again after `decod
 DIR/model is a complete checkpoint for WorldModel.load / `iws generate`. Rerunning a command
 resumes from the stage's last checkpoint (kill it any time); a larger --steps continues a
 finished stage, e.g. on a GPU: `--device cuda`. `--init-from pusht` continues the bundled
-model in a fresh run directory (all weights, its normalisation and architecture).
+model in a fresh run directory (all weights, its normalisation and architecture); with
+`dynamics: {fresh_dynamics: true}` in --config it keeps only that model's autoencoder and trains
+the dynamics --config describes from scratch (an architecture arm on a frozen autoencoder).
 
 `--workers N` trains the stage on N data-parallel Ray Train workers (gloo on CPU, NCCL with
 --gpus-per-worker) on an embedded local Ray, or on a cluster with --address / RAY_ADDRESS. The
@@ -35,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "stage's checkpoint; rerunning continues towards --steps")
     parser.add_argument("--init-from", metavar="CKPT",
                         help="start the stage from this complete checkpoint (directory or bundled name, "
-                        "e.g. 'pusht') instead of the run's previous stage: continue training a model")
+                        "e.g. 'pusht') instead of the run's previous stage: continue training a model; "
+                        "with `dynamics: {fresh_dynamics: true}` in --config, only its autoencoder, and "
+                        "the dynamics --config describes trains from scratch")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); with "
                         "--workers, per worker, and the Ray CPUs each worker takes (default 1)")
     parser.add_argument("--cache-mb", type=float, metavar="MIB",
