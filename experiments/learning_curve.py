@@ -80,12 +80,19 @@ def plot(points: list[CurvePoint], out: Path) -> None:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4.2))
     lines = dict.fromkeys((p.recipe, p.heldout) for p in points)
+    # One colour per recipe, so its contact-heavy line (dashed) sits in the colour of its solid one.
+    palette = plt.get_cmap("tab20")
+    # (recipes scored on both sets first: they take the strong shades)
+    recipes = sorted(dict.fromkeys(recipe for recipe, _ in lines),
+                     key=lambda r: (r, "contact") not in lines)
+    colour = {r: palette((2 * i) % 20 + (2 * i) // 20 % 2) for i, r in enumerate(recipes)}
     for recipe, heldout in lines:
         mine = sorted((p for p in points if (p.recipe, p.heldout) == (recipe, heldout)),
                       key=lambda p: p.hours)
         hours = [p.hours for p in mine]
         # The contact-heavy held-out set: dashed, open markers, beside the same recipe's line.
         style = {"marker": "o"} if heldout == "ablation" else {"marker": "s", "ls": "--", "mfc": "none"}
+        style["color"] = colour[recipe]
         label = recipe if heldout == "ablation" else f"{recipe} (contact-heavy set)"
         left.errorbar(hours, [p.t_iou_50 for p in mine], label=label, capsize=3, **style,
                       yerr=[[p.t_iou_50 - p.t_iou_50_low for p in mine],
