@@ -7,7 +7,10 @@
    (the first frames of the real demos; a start is reused with a new seed when more attempts are
    needed); episodes the pixel scorer calls a success, cut the same way, are kept until there
    are N (or the attempts run out).
-   As a control, the first N attempts also go, kept or not, to an unfiltered store.
+   As a control, the first N attempts also go, kept or not, to an unfiltered store; with
+   --plausibility-min, the first N attempts that pass the per-episode plausibility check (the
+   T rigid and in view at every probe, `filter.plausibility` of generation jobs) go to a third,
+   success or not: the check's worth at equal counts.
 3. Each set is exported as a user would train on it (`iws export lerobot`, the camera under
    `observation.image` as in docs/lerobot.md), and the same small image-based BC policy
    (experiments/bc_policy.py) is trained on each export, read with lerobot's `LeRobotDataset`,
@@ -38,7 +41,7 @@ from pipeline.evaluation.stats import bootstrap_mean_interval, wilson_interval
 from pipeline.pusht.demonstrator import PushTDemonstrator
 from pipeline.pusht.env import wrapped_pose
 from pipeline.pusht.features import pusht_features
-from pipeline.pusht.scorer import coverage_trace
+from pipeline.pusht.scorer import coverage_trace, plausibility
 from pipeline.pusht.truth import roll_pusht, seeded_states
 from schemas import EpisodeMeta, EpisodeSpec
 from sim_model.data.episode import Episode
@@ -97,21 +100,28 @@ def collect_real(path: Path, n: int, attempts: int, horizon: int) -> EpisodeStor
 
 
 def collect_synthetic(path: Path, unfiltered_path: Path, model: WorldModel, real: EpisodeStore, n: int,
-                      attempts: int, horizon: int) -> tuple[EpisodeStore, EpisodeStore, int]:
+                      attempts: int, horizon: int, plausible_path: Path | None = None,
+                      plausibility_min: float = 0.75) -> tuple[EpisodeStore, EpisodeStore, int]:
     """Demonstrator episodes inside the world model from the real demos' first frames, kept when
     the pixel scorer says success, cut at the first success. The first n attempts also go, kept
     or not (cut at a success, else whole), to the unfiltered store: the control that shows what
-    the filter does. Returns both stores and the attempts used."""
+    the filter does. With `plausible_path`, the first n attempts whose plausibility (PushT's
+    per-episode check, the one `filter.plausibility` applies in generation jobs) reaches
+    `plausibility_min` go to that store, success or not: the same count as the control, so the
+    two differ only in the check. Every attempt's plausibility is in its info. Returns the
+    success-filtered and unfiltered stores and the attempts used."""
     features = model.features.model_copy(update={"extras": ()})
 
     def open_store(where: Path) -> EpisodeStore:
         return EpisodeStore.open(where, "a") if where.exists() else EpisodeStore.create(where, features)
 
     store, unfiltered = open_store(path), open_store(unfiltered_path)
+    plausible = None if plausible_path is None else open_store(plausible_path)
     state_file = path.parent / "synthetic_attempts.json"
     used = json.loads(state_file.read_text())["attempts"] if state_file.exists() else 0
     starts = [f"{real.path}#{i}:0" for i in range(len(real))]
-    while (len(store) < n or len(unfiltered) < n) and used < attempts:
+    while ((len(store) < n or len(unfiltered) < n or (plausible is not None and len(plausible) < n))
+           and used < attempts):
         index = list(range(used, min(used + CHUNK, attempts)))
         specs = specs_for("synthetic", [10_000 + i for i in index],
                           [starts[i % len(starts)] for i in index], horizon)
@@ -127,10 +137,14 @@ def collect_synthetic(path: Path, unfiltered_path: Path, model: WorldModel, real
             state = None if rollout.state is None else rollout.state[row, :end]
             episode = Episode(frames={"top": rollout.frames[row, :end, 0]},
                               action=rollout.actions[row, :end], meta=meta, state=state)
+            checks = plausibility(episode)
+            episode.meta = meta.model_copy(update={"info": {**meta.info, **checks}})
             if first is not None and len(store) < n:
                 store.append(episode)
             if len(unfiltered) < n:
                 unfiltered.append(episode)
+            if plausible is not None and checks["plausibility"] >= plausibility_min and len(plausible) < n:
+                plausible.append(episode)
         used = index[-1] + 1
         state_file.write_text(json.dumps({"attempts": used}))
         log.info("synthetic: %d kept after %d attempts (%.0f s for %d)", len(store), used,
@@ -162,7 +176,9 @@ def summary(rows: dict) -> dict:
 
 ROWS = {"real": ("gym-pusht (real)", "real_demos"),
         "synthetic": ("world model, kept on scored success (synthetic)", "synthetic_demos"),
-        "unfiltered": ("world model, every attempt (control, no filter)", "unfiltered_demos")}
+        "unfiltered": ("world model, every attempt (control, no filter)", "unfiltered_demos"),
+        "plausible": ("world model, attempts that pass the plausibility check (no success filter)",
+                      "plausible_demos")}
 
 
 def write_results(results: Path, meta: dict, scores: dict[str, dict]) -> str:
@@ -181,6 +197,8 @@ def write_results(results: Path, meta: dict, scores: dict[str, dict]) -> str:
              "success rate (95% Wilson) | coverage ratio to real | success ratio to real |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for key, (label, count) in ROWS.items():
+        if count not in meta:
+            continue  # a side this run did not collect (plausible: without --plausibility-min)
         if key in scores:
             lines.append(row(label, scores[key], meta[count]))
         else:
@@ -235,6 +253,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--work", type=Path, default=Path("runs/usefulness"))
     parser.add_argument("--results", type=Path, default=Path("experiments/results"))
+    parser.add_argument("--plausibility-min", type=float, metavar="MIN",
+                        help="also train on the first N attempts whose PushT plausibility check "
+                        "reaches MIN (e.g. 0.75, the README job's flag), success or not, against the "
+                        "unfiltered first N")
     parser.add_argument("--stop-after", choices=["real", "synthetic", "train"], default=None)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -249,9 +271,12 @@ def main() -> None:
     if args.stop_after == "real":
         return
     model = WorldModel.load(args.model)
+    plausible_path = None if args.plausibility_min is None else args.work / "synthetic_plausible.zarr"
     synthetic, unfiltered, used = collect_synthetic(
         args.work / "synthetic.zarr", args.work / "synthetic_unfiltered.zarr", model, real, args.demos,
-        args.synthetic_attempts, args.horizon)
+        args.synthetic_attempts, args.horizon, plausible_path,
+        0.0 if args.plausibility_min is None else args.plausibility_min)
+    plausible = None if plausible_path is None else EpisodeStore.open(plausible_path)
     if args.stop_after == "synthetic":
         return
     if len(synthetic) == 0:
@@ -262,6 +287,9 @@ def main() -> None:
                                          steps)
     policies["unfiltered"] = _trained(unfiltered, args.work / "bc_synthetic_unfiltered",
                                       args.policy_steps, steps)
+    if plausible is not None and len(plausible):
+        policies["plausible"] = _trained(plausible, args.work / "bc_synthetic_plausible",
+                                         args.policy_steps, steps)
     if args.stop_after == "train":
         return
     scores = {}
@@ -275,6 +303,9 @@ def main() -> None:
             "synthetic_demos": len(synthetic), "synthetic_attempts": used,
             "unfiltered_demos": len(unfiltered), "real_frames": real.n_frames,
             "synthetic_frames": synthetic.n_frames, "unfiltered_frames": unfiltered.n_frames,
+            **({} if plausible is None else {"plausible_demos": len(plausible),
+                                             "plausibility_min": args.plausibility_min,
+                                             "plausible_frames": plausible.n_frames}),
             "policy_steps": args.policy_steps, "eval_episodes": args.eval_episodes,
             "eval_seeds": f"{EVAL_SEED0}..{EVAL_SEED0 + args.eval_episodes - 1}", "eval_horizon": 300}
     print(write_results(args.results, meta, scores))

@@ -17,7 +17,9 @@ def test_synthetic_side_fills_the_unfiltered_control(tiny_checkpoint, tiny_pusht
     monkeypatch.setattr(usefulness, "CHUNK", 2)  # several chunks: episode ids stay unique across them
     model = WorldModel.load(tiny_checkpoint)
     kept, unfiltered, used = collect_synthetic(tmp_path / "syn.zarr", tmp_path / "all.zarr", model,
-                                               tiny_pusht_store, n=3, attempts=3, horizon=4)
+                                               tiny_pusht_store, n=3, attempts=3, horizon=4,
+                                               plausible_path=tmp_path / "plausible.zarr",
+                                               plausibility_min=0.5)
     # A random tiny model never shows the T on the goal: nothing passes the success filter, every
     # attempt runs to the end, and the control keeps them whole.
     assert used == 3 and len(kept) == 0 and len(unfiltered) == 3
@@ -25,12 +27,27 @@ def test_synthetic_side_fills_the_unfiltered_control(tiny_checkpoint, tiny_pusht
     episode = unfiltered.episode(0)
     assert len(episode) == 5 and episode.state is not None
     assert episode.meta.info["success"] is False and episode.meta.model_hash == model.checkpoint_hash
+    # Each attempt carries PushT's plausibility check; a random tiny model shows no rigid T, so
+    # none reaches 0.5 and the plausible side stays empty.
+    checks = [unfiltered.meta(i).info for i in range(3)]
+    assert all(0.0 <= c["plausibility"] <= c["rigid_shape"] <= 1.0 and "visible" in c for c in checks)
+    assert len(EpisodeStore.open(tmp_path / "plausible.zarr")) == 0
     first = tiny_pusht_store.episode(0).frames["top"][0]
     assert np.array_equal(episode.frames["top"][0], first)  # starts from the real demo's first frame
     # Rerunning resumes from the recorded attempts instead of rolling again.
     again = collect_synthetic(tmp_path / "syn.zarr", tmp_path / "all.zarr", model, tiny_pusht_store,
                               n=3, attempts=3, horizon=4)
     assert again[2] == 3 and len(EpisodeStore.open(tmp_path / "all.zarr")) == 3
+
+
+def test_the_plausible_side_takes_the_first_attempts_that_pass(tiny_checkpoint, tiny_pusht_store, tmp_path):
+    model = WorldModel.load(tiny_checkpoint)
+    collect_synthetic(tmp_path / "syn.zarr", tmp_path / "all.zarr", model, tiny_pusht_store, n=2,
+                      attempts=2, horizon=3, plausible_path=tmp_path / "plausible.zarr", plausibility_min=0.0)
+    plausible, unfiltered = EpisodeStore.open(tmp_path / "plausible.zarr"), EpisodeStore.open(tmp_path / "all.zarr")
+    # at MIN 0 every attempt passes: the same episodes, in order, as the control's
+    assert len(plausible) == 2
+    assert [plausible.meta(i).episode_id for i in range(2)] == [unfiltered.meta(i).episode_id for i in range(2)]
 
 
 def test_results_table_reports_ratios_and_a_missing_side(tmp_path):
@@ -40,6 +57,7 @@ def test_results_table_reports_ratios_and_a_missing_side(tmp_path):
     scores = {"real": summary(rows([0.4, 0.6, 0.96, 0.2])), "unfiltered": summary(rows([0.2, 0.3, 0.1, 0.2]))}
     meta = {"real_demos": 40, "synthetic_demos": 0, "unfiltered_demos": 40, "synthetic_attempts": 40}
     table = write_results(tmp_path, meta, scores)
+    assert "plausibility check" not in table  # a run without --plausibility-min has no such row
     assert scores["real"]["success"] == 0.25 and abs(scores["real"]["mean_best"] - 0.54) < 1e-9
     lines = table.splitlines()
     assert "no demonstration passed the filter in 40 attempts" in lines[3]
