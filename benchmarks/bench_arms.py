@@ -10,7 +10,8 @@ dynamics --init-from` applies it, so an arm that changes the dynamics' architect
 
 - training GFLOP per window: forward and backward of one batch of windows from --data
   (torch.utils.flop_counter), teacher-forced and with the recipe's fed-back passes, mixed at
-  the recipe's `feedback_prob`, divided by the batch size;
+  the recipe's `feedback_prob`, divided by the batch size; and the CPU milliseconds the same
+  mix takes per window under bf16 autocast (median of --reps steps of each kind);
 - batch-1 inference: GFLOP of one WorldModel.step (dynamics + decoder + state head) and its wall
   and CPU-time milliseconds, bf16 eager, timed in turn over --rounds rounds so that the machine's
   load falls on every arm alike.
@@ -48,6 +49,24 @@ def training_flops(task, batch_size: int, depth: int, seed: int = 0) -> float:
     return float(counter.get_total_flops())
 
 
+def training_seconds(task, batch_size: int, depth: int, reps: int) -> float:
+    """Median process-CPU seconds of one step's forward and backward (as training_flops)."""
+    from sim_model.precision import autocast
+    from sim_model.train.state import TrainRNG
+
+    times = []
+    for rep in range(reps + 1):  # the first is warm-up
+        rng = TrainRNG.seeded(rep)
+        batch = task.windows(task.train.window_indices(rng.numpy, batch_size, task.window))
+        start = time.process_time()
+        with autocast(torch.device("cpu"), True):
+            loss = task.window_loss(batch, rng, depth)
+        loss.backward()
+        times.append(time.process_time() - start)
+        task.net.zero_grad(set_to_none=True)
+    return float(np.median(times[1:]))
+
+
 def build(name: str, recipe: str, data, data_path: str, init_from: str, work: Path):
     """(stage config, net, checkpoint config, task) of one arm, as `iws train` builds them."""
     from sim_model import checkpoint as ckpt
@@ -73,6 +92,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=3.0, help="batch-1 timing per arm and round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=3, help="timed training steps per arm and kind")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     torch.set_num_threads(args.threads)
@@ -92,10 +112,13 @@ def main() -> None:
             tf = training_flops(task, stage.batch_size, 0)
             fb = training_flops(task, stage.batch_size, stage.feedback_depth)
             per_window = ((1 - stage.feedback_prob) * tf + stage.feedback_prob * fb) / stage.batch_size
+            seconds = ((1 - stage.feedback_prob) * training_seconds(task, stage.batch_size, 0, args.reps)
+                       + stage.feedback_prob * training_seconds(task, stage.batch_size,
+                                                                 stage.feedback_depth, args.reps))
             wm = WorldModel(net, ckpt_cfg, "cpu", "bf16", compile="off")
             params = sum(p.numel() for p in net.dynamics.parameters()) / 1e6
             rows[name] = [params, tf / stage.batch_size / 1e9, fb / stage.batch_size / 1e9,
-                          per_window / 1e9, step_flops(wm, 1, size) / 1e9]
+                          per_window / 1e9, 1e3 * seconds / stage.batch_size, step_flops(wm, 1, size) / 1e9]
             models[name] = wm
     walls: dict[str, list[float]] = {n: [] for n in models}
     cpus: dict[str, list[float]] = {n: [] for n in models}
@@ -109,10 +132,11 @@ def main() -> None:
           f"{', '.join(f'{x:.1f}' for x in __import__('os').getloadavg())}")
     print(f"- command: `python benchmarks/bench_arms.py {' '.join(sys.argv[1:])}`\n")
     print("| arm | dynamics params (M) | train GFLOP/window teacher-forced | fed-back | mean at "
-          "feedback_prob | inference GFLOP/step (batch 1) | ms/step wall (median) | ms/step CPU (median) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, (params, tf, fb, mean, inf) in rows.items():
-        print(f"| {name} | {params:.2f} | {tf:.1f} | {fb:.1f} | {mean:.1f} | {inf:.2f} | "
+          "feedback_prob | train CPU ms/window (bf16) | inference GFLOP/step (batch 1) | "
+          "ms/step wall (median) | ms/step CPU (median) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, (params, tf, fb, mean, train_ms, inf) in rows.items():
+        print(f"| {name} | {params:.2f} | {tf:.1f} | {fb:.1f} | {mean:.1f} | {train_ms:.0f} | {inf:.2f} | "
               f"{1e3 * float(np.median(walls[name])):.1f} | {1e3 * float(np.median(cpus[name])):.1f} |")
 
 
