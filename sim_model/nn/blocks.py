@@ -61,6 +61,18 @@ class ResBlock(nn.Module):
         return self.skip(x) + h
 
 
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v over (B, heads, N, d), torch's fused kernel. When gradients
+    flow through bf16 on the CPU, in fp32: there the bf16 kernel's backward is slow (fused
+    forward + backward 80 ms in bf16, 27 in fp32 at the small preset's bottleneck, 144 tokens: a
+    quarter of a training step; 425 vs 265 ms at 576 tokens; benchmarks/bench_attention.py),
+    while its forward alone is faster in bf16, so inference keeps bf16."""
+    if q.device.type == "cpu" and q.dtype == torch.bfloat16 and torch.is_grad_enabled():
+        with torch.autocast("cpu", enabled=False):  # autocast would cast the kernel back to bf16
+            return F.scaled_dot_product_attention(q.float(), k.float(), v.float()).to(q.dtype)
+    return F.scaled_dot_product_attention(q, k, v)
+
+
 class SpatialAttention(nn.Module):
     """Global self-attention over every token of a frame, across all its views (cross-view).
 
@@ -87,7 +99,7 @@ class SpatialAttention(nn.Module):
         tokens = x.reshape(b, self.views, c, h * w).permute(0, 1, 3, 2).reshape(b, -1, c)
         tokens = tokens + self.pos
         q, k, v = self.qkv(self.norm1(tokens)).reshape(b, -1, 3, self.heads, c // self.heads).unbind(2)
-        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        out = attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
         tokens = tokens + self.proj(out.transpose(1, 2).reshape(b, -1, c))
         tokens = tokens + self.mlp(self.norm2(tokens))
         return tokens.reshape(b, self.views, h * w, c).permute(0, 1, 3, 2).reshape(n, c, h, w)
