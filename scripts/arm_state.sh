@@ -7,7 +7,8 @@
 #   scripts/arm_state.sh save    runs/r18c experiments/checkpoints/round18_r18c   # before stopping
 #   scripts/arm_state.sh restore experiments/checkpoints/round18_r18c runs/r18c   # on the next machine
 #
-# Stop the arm before saving (a running trainer swaps its state folder at every checkpoint).
+# Stop the arm before saving (a running trainer swaps its state folder at every checkpoint); what
+# is saved is its last checkpoint (every checkpoint_every steps): stop it just after one.
 # STAGE (default dynamics) picks the stage folder. Restoring refuses to overwrite a run folder
 # that already has state (that state would be newer or another run's).
 set -euo pipefail
