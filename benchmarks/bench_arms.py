@@ -67,7 +67,7 @@ def training_seconds(task, batch_size: int, depth: int, reps: int) -> float:
     return float(np.median(times[1:]))
 
 
-def build(name: str, recipe: str, data, data_path: str, init_from: str, work: Path):
+def build(name: str, recipe: str, data, init_from: str, work: Path):
     """(stage config, net, checkpoint config, task) of one arm, as `iws train` builds them."""
     from sim_model import checkpoint as ckpt
     from sim_model.normalize import Normalizer
@@ -108,7 +108,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for spec in args.arm:
             name, recipe = spec.split("=", 1)
-            stage, net, ckpt_cfg, task = build(name, recipe, data, args.data, args.init_from, Path(tmp))
+            stage, net, ckpt_cfg, task = build(name, recipe, data, args.init_from, Path(tmp))
             tf = training_flops(task, stage.batch_size, 0)
             fb = training_flops(task, stage.batch_size, stage.feedback_depth)
             per_window = ((1 - stage.feedback_prob) * tf + stage.feedback_prob * fb) / stage.batch_size

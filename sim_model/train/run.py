@@ -39,6 +39,7 @@ from sim_model.train.task import StageTask
 
 log = logging.getLogger(__name__)
 SOURCE = {"dynamics": "autoencoder", "decoder-finetune": "dynamics"}
+AUTOENCODER_PARTS = ("encoder.", "decoder.", "state_head.")  # what a fresh dynamics starts on
 
 
 def resolve_config(out: Path, config_file: str | None, preset: str | None,
@@ -223,9 +224,6 @@ def _initial_model(stage: Stage, out: Path, cfg: TrainConfig, data: TrainingData
     # decoder fine-tune takes everything.
     _load_parts(net, source, AUTOENCODER_PARTS if stage == "dynamics" else ("",))
     return ckpt_cfg, net
-
-
-AUTOENCODER_PARTS = ("encoder.", "decoder.", "state_head.")
 
 
 def _load_parts(net: WorldModelNet, source: Path, keep: tuple[str, ...]) -> None:
