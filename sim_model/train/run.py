@@ -196,8 +196,9 @@ def _export(stage: Stage, out_dir: Path, cfg: TrainConfig, ckpt_cfg: CheckpointC
     if stage != "autoencoder":
         ckpt.write_checkpoint(out_dir / "model", final, weights)
         path = out_dir / "model"
-    log.info("%s: exported after %d of %d steps (%.0f s in all); checkpoint %s", stage, record.steps,
-             cfg.stage(stage).steps, record.wall_time_s, path)
+    log.info("%s: exported after %d of this run's %d steps (%d in the checkpoint's provenance, "
+             "%.0f s in all); checkpoint %s", stage, result.trainer.step, cfg.stage(stage).steps,
+             record.steps, record.wall_time_s, path)
     return path
 
 
